@@ -1,0 +1,48 @@
+// moonep/backend.hpp — one interface over every planner implementation, for
+// code that holds its problem in host memory: moonep-plan, the tests, the
+// perf_tests. Library users on a device use the backend's own API
+// (moonep/planner.hpp, moonep/cuda_planner.hpp) and skip the host copies.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moonep/host_plan.hpp"
+
+namespace moonep {
+
+enum class Backend { reference, portable, cuda };
+
+const char* to_string(Backend b);
+// Throws InputError for an unknown name ("reference", "portable", "cuda").
+Backend backend_from_string(const std::string& name);
+// Compiled in and usable here (cuda also needs a visible GPU).
+bool backend_available(Backend b, std::string* why_not = nullptr);
+// The fastest available backend: cuda, else portable.
+Backend default_backend();
+
+// Plans a problem held in host memory, step after step, with one backend.
+// Construction allocates everything; load/step/result allocate nothing
+// beyond result's copy. Every rank is planned in this process (virtual ranks).
+class HostPlanner {
+ public:
+  virtual ~HostPlanner() = default;
+  virtual Backend backend() const = 0;
+  // Validates (InputError on bad input, state unchanged) and stages the input.
+  virtual void load(const Routing& routing, const TokensPerExpert* tokens_per_expert = nullptr) = 0;
+  // Plans the staged input: the part worth timing.
+  virtual void step() = 0;
+  // The plan of the last step, copied to host memory.
+  virtual HostPlan result() const = 0;
+};
+
+// Throws InputError for a bad configuration, RuntimeError if the backend is
+// not available here (with the reason).
+std::unique_ptr<HostPlanner> make_host_planner(Backend backend, const Config& config);
+
+// Convenience: load + step + result.
+HostPlan plan_host(Backend backend, const Config& config, const Routing& routing,
+                   const TokensPerExpert* tokens_per_expert = nullptr);
+
+}  // namespace moonep

@@ -1,0 +1,64 @@
+// Input checks shared by every backend (PLANNING.md "Bad input"). They run
+// before any planner touches shared state.
+#include <sstream>
+#include <vector>
+
+#include "moonep/error.hpp"
+#include "moonep/reference.hpp"
+
+namespace moonep {
+
+void validate_rank_input(const Config& c, int rank, const std::int32_t* topk,
+                         std::int64_t topk_len, const std::int32_t* tpe,
+                         std::int64_t tpe_len) {
+  std::ostringstream m;
+  if (topk_len != c.entries()) {
+    m << "routing[" << rank << "] has " << topk_len << " entries, expected tokens*topk = "
+      << c.tokens << "*" << c.topk << " = " << c.entries();
+    throw InputError(m.str());
+  }
+  std::vector<std::int64_t> counts(tpe ? c.experts : 0, 0);
+  for (std::int64_t i = 0; i < topk_len; ++i) {
+    const std::int32_t e = topk[i];
+    if (e < 0 || e >= c.experts) {
+      m << "routing[" << rank << "][" << i << "] = " << e << " is not an expert id in [0, "
+        << c.experts << ")";
+      throw InputError(m.str());
+    }
+    if (tpe) ++counts[e];
+  }
+  if (!tpe) return;
+  if (tpe_len != c.experts) {
+    m << "tokens_per_expert[" << rank << "] has " << tpe_len << " counts, expected experts = "
+      << c.experts;
+    throw InputError(m.str());
+  }
+  for (int e = 0; e < c.experts; ++e) {
+    if (tpe[e] != counts[e]) {
+      m << "tokens_per_expert[" << rank << "][" << e << "] = " << tpe[e] << " but routing["
+        << rank << "] names expert " << e << " " << counts[e] << " times";
+      throw InputError(m.str());
+    }
+  }
+}
+
+void validate_problem(const Config& c, const Routing& routing, const TokensPerExpert* tpe) {
+  validate(c);
+  std::ostringstream m;
+  if (static_cast<int>(routing.size()) != c.ranks) {
+    m << "routing has " << routing.size() << " rank arrays, expected ranks = " << c.ranks;
+    throw InputError(m.str());
+  }
+  if (tpe && static_cast<int>(tpe->size()) != c.ranks) {
+    m << "tokens_per_expert has " << tpe->size() << " rank arrays, expected ranks = " << c.ranks;
+    throw InputError(m.str());
+  }
+  for (int r = 0; r < c.ranks; ++r) {
+    const auto& row = routing[r];
+    validate_rank_input(c, r, row.data(), static_cast<std::int64_t>(row.size()),
+                        tpe ? (*tpe)[r].data() : nullptr,
+                        tpe ? static_cast<std::int64_t>((*tpe)[r].size()) : 0);
+  }
+}
+
+}  // namespace moonep

@@ -1,0 +1,32 @@
+// Custom Catch2 main: Kokkos (and MPI, when a test binary needs it) must be
+// initialised around the whole session, not per test.
+#define CATCH_CONFIG_RUNNER
+#include "catch2_compat.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#if MOONEP_CATCH2_VERSION == 3
+#include <catch2/catch_session.hpp>
+#endif
+
+#ifdef MOONEP_TEST_WITH_MPI
+#include <mpi.h>
+#endif
+
+int main(int argc, char* argv[]) {
+#ifdef MOONEP_TEST_WITH_MPI
+  MPI_Init(&argc, &argv);
+#endif
+  int result = 0;
+  Kokkos::initialize(argc, argv);
+  { result = Catch::Session().run(argc, argv); }
+  Kokkos::finalize();
+#ifdef MOONEP_TEST_WITH_MPI
+  // Every rank must agree on failure, or mpirun reports only the loudest.
+  int any = 0;
+  MPI_Allreduce(&result, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  result = any;
+  MPI_Finalize();
+#endif
+  return result;
+}
