@@ -1,2 +1,6 @@
-# Reference planner, validation, plan comparison, synthetic routings.
-moonep_add_test(test_reference test_reference_smoke.cpp)
+# Reference planner (the executable spec), validation, plan comparison,
+# synthetic routings. support/plan_invariants.cpp is the reusable invariant
+# checker; other backends' tests add it to their own sources.
+moonep_add_test(test_reference
+  test_reference_hand_cases.cpp
+  support/plan_invariants.cpp)
