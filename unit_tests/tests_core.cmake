@@ -3,4 +3,5 @@
 # checker; other backends' tests add it to their own sources.
 moonep_add_test(test_reference
   test_reference_hand_cases.cpp
+  test_reference_invariants.cpp
   support/plan_invariants.cpp)
