@@ -4,4 +4,5 @@
 moonep_add_test(test_reference
   test_reference_hand_cases.cpp
   test_reference_invariants.cpp
+  test_reference_bad_input.cpp
   support/plan_invariants.cpp)
