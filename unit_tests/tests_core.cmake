@@ -5,4 +5,6 @@ moonep_add_test(test_reference
   test_reference_hand_cases.cpp
   test_reference_invariants.cpp
   test_reference_bad_input.cpp
+  test_reference_plan_difference.cpp
+  test_reference_synthetic.cpp
   support/plan_invariants.cpp)
