@@ -18,6 +18,12 @@
 //                                     times (two duplicates per group)
 //  case 6  R=2 E=4 K=2 S=2 B=1 tp=1  a token naming one expert twice whose
 //                                     entries land on two ranks (no dedup)
+//  case 7  R=3 E=6 K=1 S=4 B=1 tp=2  step 3 serves the largest quota first,
+//                                     not the lowest rank
+//  case 8  R=2 E=8 K=1 S=4 B=2 tp=1  copies in decreasing count (not id)
+//                                     order; step 3 tie after a partial take
+//  case 9  R=5 E=5 K=1 S=4 B=1 tp=1  a deficit tie whose order decides which
+//                                     donor serves which receiver
 //
 // Notation: tpe[r][e], cum, total, load, balance, z, alloc, acum as in
 // PLANNING.md; NvS = round_up(S*K + 2*epn*(tp-1), tp); dst = d*NvS + loff;
@@ -303,6 +309,117 @@ TEST_CASE("hand case 6: one expert twice in a token, split over two ranks") {
              {
                  {V{2, -1, 1, 4}, V{2, 4, 4, 4, 4}, V(10, 0), V{0, 1}, V{1, 2, 0, 7}, DupSets{{2, {0}}}},
                  {V{5, -7, 7, 3}, V{0, 0, 0, 0, 4}, V(10, 0), V{1, 0}, V{3, 4, 5, 6}, DupSets{{1, {2}}}},
+             });
+}
+
+// Case 7: R=3 E=6 K=1 S=4 B=1 tp=2. epn=2, CAP=4, NvS = round_up(4 + 2*2*1, 2) = 8.
+//  routing: r0 [0,0,1,2], r1 [0,1,0,5], r2 [1,3,0,2]
+//  total = [5,3,2,1,0,1], load = [8,3,1], balance = [4,-1,-3]
+//  step 2: deficit -3 at rank 2 first: z[0][2]=3, balance [1,-1,0];
+//          then z[0][1]=1.
+//  step 3 h=0: quota [0,1,3] -> the largest, rank 2, first: remaining [5,3],
+//          j=0 takes 3 (alloc[2][0]=3, remaining [2,3]); then rank 1: j=1
+//          (now the largest) takes 1 (alloc[1][1]=1). Serving rank 1 first
+//          would have sent it e0 instead.
+//  alloc[0] = [2,2,0,0,0,0], alloc[1] = [0,1,2,1,0,0], alloc[2] = [3,0,0,0,0,1]
+//  step 4: rank 0 [-1]; rank 1 copies e1; rank 2 copies e0.
+//          remote_stats r0 (0,2), r1 (1,0), r2 (1,0).
+//  step 5: rank 0: g0 e0 [0,2), g1 e1 [2,4), no padding -> cu [2,4,4,4,4,4,4]
+//          rank 1: g2 e2 [0,2), g3 e3 1 -> [2,4) zf (3,1), g6 e1 1 -> [4,6) zf (5,1)
+//                  -> cu [0,0,2,4,4,4,6]
+//          rank 2: g5 e5 1 -> [0,2) zf (1,1), g6 e0 3 -> [2,6) zf (5,1)
+//                  -> cu [0,0,0,0,0,2,6]
+//  step 6: acum e0=[2,2,5] e1=[2,3,3] e2=[0,2,2] e3=[0,1,1] e5=[0,0,1]
+//   e0: G0 r0i0, G1 r0i1 -> rank 0 slots 0,1; G2 r1i0, G3 r1i2, G4 r2i2 ->
+//       rank 2 slots 2,3,4 (dst 18,19,20)
+//   e1: G0 r0i2, G1 r1i1 -> rank 0 slots 2,3; G2 r2i0 -> rank 1 slot 4 (12)
+//   e2: G0 r0i3, G1 r2i3 -> rank 1 slots 0,1 (8,9); e3: r2i1 -> rank 1 slot 2 (10)
+//   e5: r1i3 -> rank 2 slot 0 (16)
+//   dst r0 [0,1,2,8], r1 [18,3,19,16], r2 [12,10,20,9]
+//   src_info r0 [0,1,2,9,-1,-1,-1,-1], r1 [3,19,17,-1,16,-1,-1,-1],
+//            r2 [11,-1,8,10,18,-1,-1,-1]
+TEST_CASE("hand case 7: step 3 serves the largest quota first") {
+  const auto c = config(3, 6, 1, 4, 1, 2);
+  REQUIRE(c.slots() == 8);
+  const moonep::Routing routing = {{0, 0, 1, 2}, {0, 1, 0, 5}, {1, 3, 0, 2}};
+  const auto plan = moonep::plan_reference(c, routing);
+  check_plan(c, routing, plan, V{-1, 1, 0},
+             {
+                 {V{0, 1, 2, 8}, V{2, 4, 4, 4, 4, 4, 4}, V(14, 0), V{0, 2},
+                  V{0, 1, 2, 9, -1, -1, -1, -1}, {}},
+                 {V{18, 3, 19, 16}, V{0, 0, 2, 4, 4, 4, 6}, V{0, 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 5, 1},
+                  V{1, 0}, V{3, 19, 17, -1, 16, -1, -1, -1}, {}},
+                 {V{12, 10, 20, 9}, V{0, 0, 0, 0, 0, 2, 6}, V{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 5, 1},
+                  V{1, 0}, V{11, -1, 8, 10, 18, -1, -1, -1}, {}},
+             });
+}
+
+// Case 8: R=2 E=8 K=1 S=4 B=2 tp=1. epn=4, CAP=4, NvS=4.
+//  routing: r0 [0,2,3,0], r1 [1,0,3,2]; total = [3,1,2,2,0,0,0,0]
+//  load [8,0] -> z[0][1]=4.
+//  step 3 h=0: remaining [3,1,2,2]: j=0 takes 3 (quota 1 left); remaining
+//          [0,1,2,2] tie -> j=2 takes 1.
+//  alloc[0] = [0,1,1,2,0,0,0,0], alloc[1] = [3,0,1,0,0,0,0,0]
+//  step 4 (B=2): rank 1 remote e0=3, e2=1 -> slots [0,2] (count order;
+//          id order would give [2,0]). rank 0 [-1,-1].
+//          remote_stats r0 (0,2), r1 (2,0).
+//  step 5: rank 0: g1 e1 [0,1), g2 e2 [1,2), g3 e3 [2,4) -> cu [0,1,2,4,4,4,4,4,4,4]
+//          rank 1: g0, g2 picked (empty), g8 e0 [0,3), g9 e2 [3,4)
+//                  -> cu [0,0,0,0,0,0,0,0,3,4]
+//  step 6: acum e0=[0,3] e1=[1,1] e2=[1,2] e3=[2,2]
+//   r0: i0 e0 G0 -> r1 slot 0 (4) | i1 e2 G0 -> r0 slot 1 | i2 e3 G0 -> r0 slot 2 |
+//       i3 e0 G1 -> r1 slot 1 (5)
+//   r1: i0 e1 G0 -> r0 slot 0 | i1 e0 G2 -> r1 slot 2 (6) | i2 e3 G1 -> r0 slot 3 |
+//       i3 e2 G1 -> r1 slot 3 + 0 (7)
+//   src_info r0 [4,1,2,6], r1 [0,3,5,7]
+TEST_CASE("hand case 8: copies in decreasing remote count, not id, order") {
+  const auto c = config(2, 8, 1, 4, 2, 1);
+  const moonep::Routing routing = {{0, 2, 3, 0}, {1, 0, 3, 2}};
+  const auto plan = moonep::plan_reference(c, routing);
+  check_plan(c, routing, plan, V{-1, -1, 0, 2},
+             {
+                 {V{4, 1, 2, 5}, V{0, 1, 2, 4, 4, 4, 4, 4, 4, 4}, V(20, 0), V{0, 2}, V{4, 1, 2, 6}, {}},
+                 {V{0, 6, 3, 7}, V{0, 0, 0, 0, 0, 0, 0, 0, 3, 4}, V(20, 0), V{2, 0}, V{0, 3, 5, 7}, {}},
+             });
+}
+
+// Case 9: R=5 E=5 K=1 S=4 B=1 tp=1. epn=1 (rank r owns expert r), CAP=4, NvS=4.
+//  routing: r0 [0,0,0,1], r1 [1,1,0,0], r2 [0,1,2,4], r3 [3,1,0,2], r4 [4,1,3,4]
+//  total = load = [7,6,2,2,3], balance = [3,2,-2,-2,-1]
+//  step 2: surplus 3 at rank 0; deficit -2 at ranks 2,3 -> lowest, 2:
+//          z[0][2]=2, balance [1,2,0,-2,-1]; then rank 1 (2) -> rank 3:
+//          z[1][3]=2; then rank 0 (1) -> rank 4: z[0][4]=1. (Breaking the
+//          first tie to rank 3 would pair rank 0 with 3 and rank 1 with 2.)
+//  step 3: h=0 quota [0,0,2,0,1]: alloc[2][0]=2, alloc[4][0]=1, alloc[0][0]=4;
+//          h=1: alloc[3][1]=2, alloc[1][1]=4.
+//  step 4: ranks 0,1 [-1]; rank 2 copies e0, rank 3 e1, rank 4 e0.
+//          remote_stats r0 (0,2), r1 (0,1), r2..r4 (1,0).
+//  step 5: cu r0 [4,4,4,4,4,4], r1 [0,4,4,4,4,4], r2 [0,0,2,2,2,4] (e2 [0,2),
+//          e0 [2,4)), r3 [0,0,0,2,2,4] (e3 [0,2), e1 [2,4)),
+//          r4 [0,0,0,0,3,4] (e4 [0,3), e0 [3,4)).
+//  step 6: acum e0=[4,4,6,6,7] e1=[0,4,4,6,6] e2=[0,0,2,2,2] e3=[0,0,0,2,2]
+//          e4=[0,0,0,0,3]
+//   e0: r0i0 r0i1 r0i2 r1i2 -> rank 0 slots 0..3; r1i3 r2i0 -> rank 2 slots 2,3
+//       (10,11); r3i2 -> rank 4 slot 3 (19)
+//   e1: r0i3 r1i0 r1i1 r2i1 -> rank 1 slots 0..3 (4..7); r3i1 r4i1 -> rank 3
+//       slots 2,3 (14,15)
+//   e2: r2i2 r3i3 -> rank 2 slots 0,1 (8,9); e3: r3i0 r4i2 -> rank 3 slots 0,1
+//       (12,13); e4: r2i3 r4i0 r4i3 -> rank 4 slots 0..2 (16,17,18)
+//   dst r0 [0,1,2,4] r1 [5,6,3,10] r2 [11,7,8,16] r3 [12,14,19,9] r4 [17,15,13,18]
+//   src_info r0 [0,1,2,6] r1 [3,4,5,9] r2 [10,15,7,8] r3 [12,18,13,17]
+//            r4 [11,16,19,14]
+TEST_CASE("hand case 9: a deficit tie goes to the lowest rank") {
+  const auto c = config(5, 5, 1, 4, 1, 1);
+  const moonep::Routing routing = {{0, 0, 0, 1}, {1, 1, 0, 0}, {0, 1, 2, 4}, {3, 1, 0, 2}, {4, 1, 3, 4}};
+  const auto plan = moonep::plan_reference(c, routing);
+  const V no_fill(12, 0);
+  check_plan(c, routing, plan, V{-1, -1, 0, 1, 0},
+             {
+                 {V{0, 1, 2, 4}, V{4, 4, 4, 4, 4, 4}, no_fill, V{0, 2}, V{0, 1, 2, 6}, {}},
+                 {V{5, 6, 3, 10}, V{0, 4, 4, 4, 4, 4}, no_fill, V{0, 1}, V{3, 4, 5, 9}, {}},
+                 {V{11, 7, 8, 16}, V{0, 0, 2, 2, 2, 4}, no_fill, V{1, 0}, V{10, 15, 7, 8}, {}},
+                 {V{12, 14, 19, 9}, V{0, 0, 0, 2, 2, 4}, no_fill, V{1, 0}, V{12, 18, 13, 17}, {}},
+                 {V{17, 15, 13, 18}, V{0, 0, 0, 0, 3, 4}, no_fill, V{1, 0}, V{11, 16, 19, 14}, {}},
              });
 }
 
