@@ -216,3 +216,15 @@ TEST_CASE("a valid plan after rejected ones is still right") {
     CHECK(moonep::plan_difference(planner->result(), moonep::plan_reference(kGood, other)) == "");
   }
 }
+
+TEST_CASE("a copy_slots so large that the [R][E+B] tables overflow int32 is rejected") {
+  moonep::Config c;
+  c.ranks = 2; c.experts = 4; c.topk = 1; c.tokens = 1; c.token_padding = 1;
+  c.copy_slots = 2147483647 - 3;
+  try {
+    moonep::validate(c);
+    FAIL("nothing thrown");
+  } catch (const moonep::InputError& e) {
+    CHECK(std::string(e.what()).find("experts+copy_slots") != std::string::npos);
+  }
+}
