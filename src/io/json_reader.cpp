@@ -48,7 +48,7 @@ std::string field_path(const std::string& path, const char* key) {
   return path.empty() ? std::string(key) : path + "." + key;
 }
 
-Json parse_json(const std::string& text, const char* what) {
+Json parse_json(const std::string& text) {
   // Keys seen in each object being parsed, innermost last: a repeated key
   // would silently shadow the first one, so it is rejected.
   std::vector<std::set<std::string>> open_objects;
@@ -61,7 +61,7 @@ Json parse_json(const std::string& text, const char* what) {
           case Json::parse_event_t::key: {
             const auto& key = parsed.get_ref<const std::string&>();
             if (!open_objects.back().insert(key).second)
-              fail(std::string(what) + ": invalid JSON: key \"" + key +
+              fail("invalid JSON: key \"" + key +
                    "\" appears twice in the same object");
             break;
           }
@@ -79,12 +79,12 @@ Json parse_json(const std::string& text, const char* what) {
     std::string msg = e.what();
     const auto bracket = msg.find("] ");
     if (bracket != std::string::npos) msg = msg.substr(bracket + 2);
-    fail(std::string(what) + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + msg);
+    fail("invalid JSON at byte " + std::to_string(e.byte) + ": " + msg);
   } catch (const Json::exception& e) {  // e.g. a number too large for a double
     std::string msg = e.what();
     const auto bracket = msg.find("] ");
     if (bracket != std::string::npos) msg = msg.substr(bracket + 2);
-    fail(std::string(what) + ": invalid JSON: " + msg);
+    fail("invalid JSON: " + msg);
   }
 }
 

@@ -10,14 +10,20 @@
 #include <nlohmann/json.hpp>
 
 #include "moonep/config.hpp"
+#include "moonep/error.hpp"
 
 namespace moonep::io {
 
 using Json = nlohmann::json;
 
 // Parses text; syntax errors and duplicate object keys become InputError
-// "<what>: invalid JSON at byte B: ...".
-Json parse_json(const std::string& text, const char* what);
+// "invalid JSON at byte B: ...".
+Json parse_json(const std::string& text);
+
+// Runs parse(), prefixing any InputError with the file it came from
+// ("plan.json: routing[2][7]: ...").
+template <class F>
+auto with_file_context(const std::string& path, F&& parse) -> decltype(parse());
 
 // A short rendering of a value for error messages: scalars as JSON (long
 // ones cut), containers by kind ("an array of 3 values").
@@ -51,5 +57,14 @@ Config config_fields(const Json& obj, const std::string& path);
 std::string index_path(const std::string& path, std::size_t i);
 // "plans[1]" + "dst" -> "plans[1].dst"; "" + "ranks" -> "ranks".
 std::string field_path(const std::string& path, const char* key);
+
+template <class F>
+auto with_file_context(const std::string& path, F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const InputError& e) {
+    throw InputError((path == "-" ? std::string("<stdin>") : path) + ": " + e.what());
+  }
+}
 
 }  // namespace moonep::io

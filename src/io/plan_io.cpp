@@ -137,7 +137,7 @@ std::string plan_to_json(const HostPlan& plan) {
 }
 
 HostPlan parse_plan(const std::string& json_text) {
-  const io::Json doc = io::parse_json(json_text, "plan");
+  const io::Json doc = io::parse_json(json_text);
   io::require_object(doc, "");
   HostPlan plan;
   plan.config = io::config_fields(doc, "");
@@ -161,7 +161,8 @@ HostPlan parse_plan(const std::string& json_text) {
 }
 
 HostPlan read_plan_file(const std::string& path) {
-  return parse_plan(io::read_text_file(path, "plan file"));
+  const std::string text = io::read_text_file(path, "plan file");
+  return io::with_file_context(path, [&] { return parse_plan(text); });
 }
 
 void write_plan_file(const HostPlan& plan, const std::string& path) {

@@ -11,7 +11,7 @@
 namespace moonep {
 
 Problem parse_problem(const std::string& json_text) {
-  const io::Json doc = io::parse_json(json_text, "problem");
+  const io::Json doc = io::parse_json(json_text);
   io::require_object(doc, "");
   Problem p;
   p.config = io::config_fields(doc, "");
@@ -30,7 +30,8 @@ Problem parse_problem(const std::string& json_text) {
 }
 
 Problem read_problem_file(const std::string& path) {
-  return parse_problem(io::read_text_file(path, "problem file"));
+  const std::string text = io::read_text_file(path, "problem file");
+  return io::with_file_context(path, [&] { return parse_problem(text); });
 }
 
 std::string problem_to_json(const Problem& p) {
