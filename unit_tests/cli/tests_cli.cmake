@@ -3,8 +3,8 @@
 set(_cli_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_cli_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work)
 
-add_executable(check_plan_file ${_cli_dir}/check_plan_file.cpp)
-target_link_libraries(check_plan_file PRIVATE moonep)
+add_executable(moonep_check_plan_file ${_cli_dir}/check_plan_file.cpp)
+target_link_libraries(moonep_check_plan_file PRIVATE moonep)
 
 # moonep_cli_test(NAME ARGS a|b|c [KEY value]...) — see run_cli_case.cmake
 # for the keys. Each test works in its own directory, cli_work/NAME.
@@ -80,8 +80,9 @@ moonep_cli_test(bad_synthetic_config
   ARGS "--ranks|4|--experts|10|--output|${_cli_work}/bad_synthetic_config/plan.json"
   EXPECT_RC 2 EXPECT_STDERR "experts (10) must be a multiple of ranks (4)"
   OUTPUT ${_cli_work}/bad_synthetic_config/plan.json OUTPUT_MODE both)
+# [R][E] tables alone would take terabytes: refused up front, not OOM-killed.
 moonep_cli_test(synthetic_too_large_for_memory
-  ARGS "--ranks|1|--experts|2000000000|--tokens|1|--token-padding|1|--steps|1"
+  ARGS "--ranks|128|--experts|2147483520|--tokens|1|--token-padding|1|--steps|1"
   EXPECT_RC 1 EXPECT_STDERR "GiB")
 moonep_cli_test(help ARGS "--help" EXPECT_RC 0 EXPECT_STDOUT "usage: moonep-plan|--backend|--imbalance")
 if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
@@ -106,25 +107,25 @@ foreach(_p good good_tpe)
   moonep_cli_test(plan_${_p}
     ARGS "--input|${_cli_dir}/problems/${_p}.json|--output|${_cli_work}/plan_${_p}/plan.json"
     EXPECT_RC 0 OUTPUT ${_cli_work}/plan_${_p}/plan.json OUTPUT_MODE created
-    CHECK "$<TARGET_FILE:check_plan_file>|${_cli_dir}/problems/${_p}.json|${_cli_work}/plan_${_p}/plan.json")
+    CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_dir}/problems/${_p}.json|${_cli_work}/plan_${_p}/plan.json")
 endforeach()
 moonep_cli_test(plan_reference_backend
   ARGS "--backend|reference|--input|${_cli_dir}/problems/good.json|--output|${_cli_work}/plan_reference_backend/plan.json"
   EXPECT_RC 0 OUTPUT ${_cli_work}/plan_reference_backend/plan.json OUTPUT_MODE created
-  CHECK "$<TARGET_FILE:check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_reference_backend/plan.json")
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_reference_backend/plan.json")
 moonep_cli_test(plan_replaces_existing_output
   ARGS "--input|${_cli_dir}/problems/good.json|--output|${_cli_work}/plan_replaces_existing_output/plan.json"
   EXPECT_RC 0 OUTPUT ${_cli_work}/plan_replaces_existing_output/plan.json OUTPUT_MODE replaced
-  CHECK "$<TARGET_FILE:check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_replaces_existing_output/plan.json")
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_replaces_existing_output/plan.json")
 moonep_cli_test(plan_to_stdout
   ARGS "--input|${_cli_dir}/problems/good.json|--output|-"
   EXPECT_RC 0 EXPECT_STDOUT "\"plans\":" STDOUT_FILE ${_cli_work}/plan_to_stdout/plan.json
-  CHECK "$<TARGET_FILE:check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_to_stdout/plan.json")
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_to_stdout/plan.json")
 moonep_cli_test(plan_from_stdin
   ARGS "--input|-|--output|${_cli_work}/plan_from_stdin/plan.json"
   INPUT_FILE ${_cli_dir}/problems/good.json
   EXPECT_RC 0 OUTPUT ${_cli_work}/plan_from_stdin/plan.json OUTPUT_MODE created
-  CHECK "$<TARGET_FILE:check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_from_stdin/plan.json")
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_dir}/problems/good.json|${_cli_work}/plan_from_stdin/plan.json")
 
 # ---- synthetic mode: the summary, and its problem/plan files agree
 moonep_cli_test(synthetic_summary
@@ -134,7 +135,7 @@ moonep_cli_test(synthetic_summary
 moonep_cli_test(synthetic_files
   ARGS "--ranks|4|--experts|32|--topk|4|--tokens|128|--copy-slots|2|--token-padding|8|--imbalance|2|--seed|9|--steps|2|--save-problem|${_cli_work}/synthetic_files/problem.json|--output|${_cli_work}/synthetic_files/plan.json"
   EXPECT_RC 0 EXPECT_STDOUT "max/mean " OUTPUT ${_cli_work}/synthetic_files/plan.json OUTPUT_MODE created
-  CHECK "$<TARGET_FILE:check_plan_file>|${_cli_work}/synthetic_files/problem.json|${_cli_work}/synthetic_files/plan.json")
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_work}/synthetic_files/problem.json|${_cli_work}/synthetic_files/plan.json")
 moonep_cli_test(synthetic_plan_to_stdout
   ARGS "--ranks|2|--experts|8|--topk|2|--tokens|16|--copy-slots|1|--token-padding|4|--steps|1|--output|-"
   EXPECT_RC 0 ALLOW_STDERR EXPECT_STDOUT "{\"ranks\":2,\"experts\":8")
