@@ -165,7 +165,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
       {with("token_padding", "<omit>"), "missing required field \"token_padding\""},
       {with("routing", "<omit>"), "missing required field \"routing\""},
       // wrong JSON types and ranges of the configuration
-      {with("ranks", "\"2\""), "ranks: expected an integer, got the string \"2\""},
+      {with("ranks", "\"2\""), "ranks: expected an integer, got \"2\""},
       {with("ranks", "2.5"), "ranks: expected an integer, got 2.5"},
       {with("ranks", "2.0"), "ranks: expected an integer, got 2.0"},
       {with("experts", "true"), "experts: expected an integer, got true"},
@@ -179,7 +179,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
       {with("routing", "[0, 1]"), "routing[0]: expected an array of expert ids, got 0"},
       {with("routing", "[[0, 1, 2, 3], {}]"), "routing[1]: expected an array of expert ids, got an object"},
       {with("routing", "[[0, 1, 2, 3], [3, 3, \"x\", 0]]"),
-       "routing[1][2]: expected an integer expert id, got the string \"x\""},
+       "routing[1][2]: expected an integer expert id, got \"x\""},
       {with("routing", "[[0, 1, 2, 3], [3, 3, 1.5, 0]]"),
        "routing[1][2]: expected an integer expert id, got 1.5"},
       {with("routing", "[[0, 1, 2, 3], [3, 3, 1, null]]"),
@@ -212,7 +212,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
        "tokens_per_expert[1] has 3 counts, expected experts = 4"},
       {with("tokens_per_expert", "[[1,1,1,1]]"), "tokens_per_expert has 1 rank arrays, expected ranks = 2"},
       {with("tokens_per_expert", "[[1,1,1,1],[1,\"1\",0,2]]"),
-       "tokens_per_expert[1][1]: expected an integer count, got the string \"1\""},
+       "tokens_per_expert[1][1]: expected an integer count, got \"1\""},
       {with("tokens_per_expert", "7"), "tokens_per_expert: expected an array with one array of counts per rank"},
   };
   for (const Case& c : cases) {
@@ -275,7 +275,7 @@ TEST_CASE("bad plan files name the field") {
   CHECK(plan_parse_error(replaced("\"rank\":1", "\"rank\":0")).find("plans[1].rank: got 0, expected 1") == 0);
   CHECK(plan_parse_error(replaced("\"dst\":[", "\"dst\":[7,")).find("plans[0].dst has 5 values") == 0);
   CHECK(plan_parse_error(replaced("\"dst\":[", "\"dst\":[\"a\",")) ==
-        "plans[0].dst[0]: expected an integer, got the string \"a\"");
+        "plans[0].dst[0]: expected an integer, got \"a\"");
   CHECK(plan_parse_error(replaced("\"zero_fill_ranges\":[[", "\"zero_fill_ranges\":[[1,"))
             .find("plans[0].zero_fill_ranges[0] has 3 values, expected 2") == 0);
   CHECK(plan_parse_error(replaced("\"src_info\":", "\"src_inf\":"))

@@ -97,7 +97,7 @@ std::string describe_value(const Json& value) {
     case Json::value_t::string: {
       std::string s = value.dump(-1, ' ', false, Json::error_handler_t::replace);
       if (s.size() > 40) s = s.substr(0, 36) + "...\"";
-      return "the string " + s;
+      return s;
     }
     default:
       return value.dump(-1, ' ', false, Json::error_handler_t::replace);
