@@ -97,32 +97,21 @@ __device__ __forceinline__ void push4(const Block& b, int dest, i64 off, int4 v)
 }
 
 // ---- warp / block reductions ----------------------------------------------
-// Largest value, ties to the lowest index (idx INT_MAX = none).
+// Largest value, ties to the lowest index (idx INT_MAX = none): two
+// single-instruction warp reductions (sm_80+) instead of a shuffle ladder,
+// since steps 2-3 run these in a serial loop on the critical path.
 __device__ __forceinline__ void warp_argmax_low(int& v, int& i) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const int ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
-    }
-  }
+  const int m = __reduce_max_sync(0xffffffffu, v);
+  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
+  v = m;
 }
 // Smallest value, ties to the lowest index.
 __device__ __forceinline__ void warp_argmin_low(int& v, int& i) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const int ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov < v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
-    }
-  }
+  const int m = __reduce_min_sync(0xffffffffu, v);
+  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
+  v = m;
 }
-__device__ __forceinline__ int warp_sum(int v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ int warp_sum(int v) { return __reduce_add_sync(0xffffffffu, v); }
 
 // Exclusive prefix over the block's threads (all threads must call).
 __device__ int block_exclusive_scan(int v, int* s_scan) {
@@ -628,7 +617,11 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
   __syncthreads();
   c1_pass<false>(b, s, s_hist + b.warp * p.E);
   __syncthreads();
-  std::int32_t* hist = b.loc() + p.loc.hist;  // [nworkers][E] block totals
+  // hist[e][w] (row padded to nwp, a multiple of 4): block totals, read
+  // back one 16-byte vector at a time so each thread's bases cost about
+  // one L2 round trip.
+  std::int32_t* hist = b.loc() + p.loc.hist;
+  const int nwp = (p.nworkers + 3) & ~3;
   if (s.worker) {
     for (int e = b.tid; e < p.E; e += kThreads) {
       int run = 0;
@@ -637,7 +630,7 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
         s_hist[w * p.E + e] = run;
         run += c;
       }
-      hist[static_cast<i64>(s.w) * p.E + e] = run;
+      hist[static_cast<i64>(e) * nwp + s.w] = run;
     }
   }
   grid_sync(gbar, p.bpr, b.lb == 0);
@@ -648,11 +641,21 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
     const bool last = s.w == p.nworkers - 1;
     const std::int32_t* given = p.tpe[b.g];
     for (int e = b.tid; e < p.E; e += kThreads) {
-      int base = 0;
-      for (int w = 0; w < s.w; ++w) base += hist[static_cast<i64>(w) * p.E + e];
+      const int4* row = reinterpret_cast<const int4*>(hist + static_cast<i64>(e) * nwp);
+      int base = 0, total = 0;
+#pragma unroll 8
+      for (int q = 0; q < nwp / 4; ++q) {
+        const int4 v = row[q];
+        const int c[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int w = 4 * q + j;
+          if (w < s.w) base += c[j];
+          if (w < p.nworkers) total += c[j];
+        }
+      }
       for (int w = 0; w < kWarps; ++w) s_hist[w * p.E + e] += base;
       if (last) {
-        const int total = base + hist[static_cast<i64>(s.w) * p.E + e];
         b.chunk(0)[p.sym.tpe_all + static_cast<i64>(b.rank) * p.E + e] = total;
         if (given && given[e] != total) record(&p.status->bad_tpe, b.rank, e);
       }
