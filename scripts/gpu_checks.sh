@@ -30,19 +30,19 @@ step() {  # step NAME TIMEOUT_S COMMAND... : run, tee the log, record the result
 
 echo "bundle commit: $(cat "$HERE/COMMIT" 2>/dev/null)"
 step nvidia-smi 30 nvidia-smi -L
-step unit_tests 200 "$HERE/bin/test_cuda_planner" --durations yes
+step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$SAN" ]; then
   for tool in memcheck racecheck synccheck; do
-    step "sanitizer_$tool" 90 "$SAN" --tool "$tool" --error-exitcode 9 \
+    step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
   done
 else
   SUMMARY+=("$(printf '%-22s %-14s' sanitizer 'not installed')")
 fi
 
-step benchmark 150 "$HERE/bin/moonep_gpu_bench" 500
+step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500
 if [ -x "$HERE/bin/moonep-plan" ]; then
   step moonep-plan 30 "$HERE/bin/moonep-plan" --help
 fi
