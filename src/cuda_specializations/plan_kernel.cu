@@ -274,15 +274,20 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int* s_eoff = s_mark + E;   // [E] group start of each expert on d
   int* s_etc = s_eoff + E;    // [B]
   int* s_scan = s_etc + B;    // [kWarps]
+  int* s_alloc = s_scan + kWarps;  // [E] alloc[d][e]
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
   const std::int32_t* cand = b.loc() + p.loc.cand;
+  // All loads at once (no load depends on another): every candidate slot,
+  // used or not, and d's column of alloc.
   const int nc = b.loc()[p.loc.ncand + d];
-
-  for (int i = b.tid; i < nc; i += kThreads) {
+  for (int i = b.tid; i < epn; i += kThreads) {
     s_ce[i] = cand[(static_cast<i64>(d) * epn + i) * 2];
     s_cc[i] = cand[(static_cast<i64>(d) * epn + i) * 2 + 1];
   }
-  for (int e = b.tid; e < E; e += kThreads) s_mark[e] = 0;
+  for (int e = b.tid; e < E; e += kThreads) {
+    s_alloc[e] = alloc[static_cast<i64>(e) * R + d];
+    s_mark[e] = 0;
+  }
   for (int k = b.tid; k < B; k += kThreads) s_etc[k] = -1;
   __syncthreads();
 
@@ -309,12 +314,12 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int sum = 0;
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    sum += pad_to(ex >= 0 ? alloc[static_cast<i64>(ex) * R + d] : 0, tp);
+    sum += pad_to(ex >= 0 ? s_alloc[ex] : 0, tp);
   }
   int start = block_exclusive_scan(sum, s_scan);
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    const int count = ex >= 0 ? alloc[static_cast<i64>(ex) * R + d] : 0;
+    const int count = ex >= 0 ? s_alloc[ex] : 0;
     const int padded = pad_to(count, tp);
     if (ex >= 0) s_eoff[ex] = start;
     push(b, d, p.sym.cu + static_cast<i64>(d) * Gp + gi, start + padded);
@@ -346,7 +351,8 @@ __device__ void push_acum(const Block& b) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  for (int e = b.lb * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
+  // Counted from the last block, which has no step-5 rank when bpr > R.
+  for (int e = (p.bpr - 1 - b.lb) * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     const i64 off = p.sym.acum + static_cast<i64>(e) * R;
     int run = 0;
@@ -635,18 +641,19 @@ __device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant__ KernelParams p) {
   extern __shared__ int4 smem4[];
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
+  // Issued now, needed first at the grid barrier: the load overlaps Phase A
+  // and C1 pass 1.
+  const unsigned epoch_now = threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(
+                                                    p.loc_base + (blockIdx.x / p.bpr) * p.loc_stride + p.loc.epoch)
+                                              : 0u;
 
   const int g = blockIdx.x / p.bpr;
   Block b{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
           static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u};
-  if (b.tid == 0) s_epoch = *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch);
-  __syncthreads();
-  b.epoch = s_epoch;
-  const unsigned next = b.epoch + 1u;
   const unsigned all_blocks = static_cast<unsigned>(p.R) * static_cast<unsigned>(p.bpr);
   unsigned* gbar = reinterpret_cast<unsigned*>(b.loc() + p.loc.gbar);
   const i64 t0 = static_cast<i64>(b.lb) * kThreads + b.tid, nthr = static_cast<i64>(p.bpr) * kThreads;
@@ -675,7 +682,10 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
   for (int i = b.tid; i < kWarps * p.E; i += kThreads) s_hist[i] = 0;
   __syncthreads();
   c1_pass<false>(b, s, s_hist + b.warp * p.E);
+  if (b.tid == 0) s_epoch = epoch_now;
   __syncthreads();
+  b.epoch = s_epoch;
+  const unsigned next = b.epoch + 1u;
   trace_point(p, 1);
   // hist[e][w] (row padded to nwp, a multiple of 4): block totals, read
   // back one 16-byte vector at a time so each thread's bases cost about
@@ -777,7 +787,7 @@ std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_table
   const std::int64_t epn = E / R;
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
   words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
-  words = std::max<std::int64_t>(words, 2 * epn + 2LL * E + B + kWarps);         // steps 4-5
+  words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
   const std::int64_t c2 = 2LL * kTileEntries + tile_tokens + 4LL * R;
   words = std::max<std::int64_t>(words, c2 + (stage_tables ? (2LL * E * R + E + 3) / 4 * 4 : 0));  // C2
   return words * 4;
