@@ -26,6 +26,21 @@ __device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
   return v;
 }
 
+// Polling reads: relaxed (an acquire per poll would also invalidate the
+// SM's L1 each time, under the feet of co-resident blocks doing real work);
+// the waiter issues one fence after the condition holds.
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned ld_relaxed_sys(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ unsigned atom_add_release_gpu(unsigned* p, unsigned v) {
   unsigned old;
   asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;"
@@ -66,9 +81,9 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool 
     const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
     __threadfence();
     const unsigned old = atom_add_release_gpu(bar, inc);
-    while (((old ^ ld_acquire_gpu(bar)) & 0x80000000u) == 0u) {
+    while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
     }
-    __threadfence();
+    __threadfence();  // acquire side of the barrier
   }
   __syncthreads();
 }
@@ -96,9 +111,9 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
 // continues afterwards.
 __device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
-    while (static_cast<int>(ld_acquire(sys, counter) - target) < 0) {
+    while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
     }
-    __threadfence();
+    fence_for(sys);  // acquire side: later reads see what the arrivals released
   }
   __syncthreads();
 }
