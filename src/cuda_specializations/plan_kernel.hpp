@@ -19,7 +19,7 @@ namespace moonep::cuda::impl {
 inline constexpr int kThreads = 256;          // threads per block
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
-inline constexpr int kTileEntries = 2048;     // Phase C2 tile (entries)
+inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
 inline constexpr int kUnroll = 4;             // entries in flight per thread
 inline constexpr int kTracePoints = 16;       // timestamps per block (debug trace)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
