@@ -122,9 +122,13 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   // still lets R*blocks_per_rank blocks be resident; otherwise lower bpr
   // for virtual ranks (blocks_per_rank() reports what was used).
   const int tile_tokens_max = std::max(1, impl::kTileEntries / K);
-  // Any planner may launch with up to the device's opt-in maximum.
+  // Any planner may launch with up to the device's opt-in maximum less the
+  // kernel's static shared memory (a larger value is an invalid argument).
+  cudaFuncAttributes fattr{};
+  check_cuda(cudaFuncGetAttributes(&fattr, impl::plan_kernel), "cudaFuncGetAttributes");
+  const i64 max_dynamic = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
   check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  prop.sharedMemPerBlockOptin),
+                                  static_cast<int>(max_dynamic)),
              "cudaFuncSetAttribute");
   auto resident_with = [&](i64 smem) {
     int per_sm = 0;
@@ -136,14 +140,14 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   bool stage = (static_cast<i64>(E) * R) % 4 == 0;
   if (stage) {
     const i64 smem = impl::shared_bytes(R, E, B, tile_tokens_max, true);
-    stage = smem <= prop.sharedMemPerBlockOptin &&
+    stage = smem <= max_dynamic &&
             static_cast<i64>(R) * options.blocks_per_rank <= resident_with(smem);
   }
   s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, stage);
-  if (s.smem > prop.sharedMemPerBlockOptin) {
+  if (s.smem > max_dynamic) {
     std::ostringstream m;
     m << "moonep::cuda::Planner: " << describe(config) << " needs " << s.smem
-      << " bytes of shared memory per block, the device allows " << prop.sharedMemPerBlockOptin
+      << " bytes of shared memory per block, the device allows " << max_dynamic
       << " (experts too many for one block)";
     throw RuntimeError(m.str());
   }
