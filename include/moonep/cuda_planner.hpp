@@ -1,0 +1,117 @@
+// moonep/cuda_planner.hpp — the CUDA specialization: the whole plan of a
+// step (PLANNING.md steps 1-8) in ONE cooperative kernel launch, for codes
+// that hold their routing in device memory. Only usable when MoonEP was
+// built with CUDA (MOONEP_HAVE_CUDA == 1); plain device pointers and a
+// cudaStream_t, no Kokkos needed.
+//
+// Virtual ranks: this planner runs R ranks on one GPU as R groups of blocks
+// of one cooperative launch. Each group has its own software grid barrier;
+// the groups share one device buffer as the "symmetric buffer" (one chunk
+// per rank, back to back) and synchronise through system-scope
+// release/acquire counters in it, exactly as separate GPUs would over
+// NVLink. The kernel only sees "chunk base + stride" and a rank id per
+// group, so a one-GPU-per-rank world can launch the same kernel with one
+// group per launch.
+//
+// NVLink multicast — READ THIS. The tables rank 0 computes are broadcast to
+// every rank with plain (unicast) 16-byte stores into each rank's chunk.
+// That is the default and the ONLY path this library's tests, benchmarks
+// and scripts use. A multimem.st (NVLink SHARP multicast) broadcast path
+// exists in the kernel but is reachable only when a caller explicitly sets
+// Options::multicast = true AND passes a multicast address it created
+// itself, AND the device reports multicast support at run time. MoonEP never
+// creates multicast objects (no cuMulticastCreate anywhere): misconfigured
+// multicast can take a shared host's GPUs down for days. With virtual ranks
+// (this class) multicast is meaningless — every chunk lives on one GPU — so
+// asking for it throws.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "moonep/config.hpp"
+#include "moonep/host_plan.hpp"
+#include "moonep/moonep_config.hpp"
+
+#if !MOONEP_HAVE_CUDA
+#error "moonep/cuda_planner.hpp needs MoonEP built with CUDA (MoonEP_ENABLE_CUDA=ON)"
+#endif
+
+namespace moonep::cuda {
+
+struct Options {
+  // Blocks of the cooperative launch per rank. With virtual ranks the
+  // planner lowers it when R*blocks_per_rank blocks cannot all be resident
+  // on the GPU at once (see Planner::blocks_per_rank()).
+  int blocks_per_rank = 32;
+  // NVLink multicast broadcast. Must stay false in tests and benchmarks;
+  // see the header comment. Ignored unless multicast_address is non-null.
+  bool multicast = false;
+  void* multicast_address = nullptr;
+};
+
+// Device pointers to one rank's plan (PLANNING.md "What each rank's plan
+// holds"); they stay valid as long as the Planner and are overwritten by
+// the next plan() call. dup_groups/dup_loffs: only the prefixes named by
+// dup_counts are meaningful; their row order may vary between runs.
+struct DeviceRankPlan {
+  std::int32_t* dst;               // [N]
+  std::int32_t* cu_seqlens;        // [E+B]
+  std::int32_t* zero_fill_ranges;  // [E+B][2]
+  std::int32_t* experts_to_copy;   // [R][B]
+  std::int32_t* remote_stats;      // [2]
+  std::int32_t* src_info;          // [NvS]
+  std::int32_t* dup_groups;        // [NvS][3]
+  std::int32_t* dup_loffs;         // [NvS]
+  std::int32_t* dup_counts;        // [2]
+};
+
+// Whether a CUDA device is visible; reason in *why_not otherwise.
+bool device_available(std::string* why_not = nullptr);
+
+class Planner {
+ public:
+  // Validates the configuration (InputError), picks the current CUDA
+  // device, allocates every buffer (RuntimeError if that fails). No
+  // allocation happens afterwards.
+  explicit Planner(const Config& config, const Options& options = Options());
+  ~Planner();
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
+
+  // Enqueues one planning step on `stream` (asynchronous, no host sync).
+  // d_topk[r]: device pointer to rank r's S*K expert ids. d_tpe: null, or an
+  // array of R device pointers (each may be null) to tokens_per_expert[r];
+  // given counts are checked in the kernel. The pointer arrays are host
+  // arrays and are read during the call only. Errors found in the kernel
+  // (bad expert id, tokens_per_expert mismatch) surface in check().
+  void plan(const std::int32_t* const* d_topk, const std::int32_t* const* d_tpe,
+            cudaStream_t stream);
+
+  // Waits for `stream` and throws InputError naming rank and index if the
+  // last plan() saw a bad expert id or a wrong tokens_per_expert
+  // (e.g. "routing[2][17] = 300 is not an expert id in [0, 256)"), or
+  // RuntimeError on an internal inconsistency. Resets the error state, so
+  // the planner stays usable for the next step.
+  void check(cudaStream_t stream);
+
+  const DeviceRankPlan& rank_plan(int rank) const;
+  // check() then copies every rank's plan to host memory.
+  HostPlan copy_out(cudaStream_t stream);
+
+  const Config& config() const;
+  int blocks_per_rank() const;  // after any lowering for co-residency
+  int threads_per_block() const;
+  // Enqueues an empty cooperative launch of the same grid and block size:
+  // the floor the planning step is measured against.
+  void launch_empty(cudaStream_t stream);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace moonep::cuda

@@ -1,0 +1,5 @@
+# moonep_gpu_bench: time per planning step of the CUDA planner (virtual
+# ranks on one GPU), stream and CUDA-graph launches, against the floor of an
+# empty cooperative launch of the same grid. See README_GPU.md.
+add_executable(moonep_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cu)
+target_link_libraries(moonep_gpu_bench PRIVATE moonep CUDA::cudart)

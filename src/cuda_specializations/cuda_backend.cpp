@@ -1,0 +1,78 @@
+// The CUDA backend in the registry (src/core/backends.cpp): a HostPlanner
+// over moonep::cuda::Planner with R virtual ranks on the current GPU. Input
+// is validated on the host before it is staged, so a bad routing never
+// reaches the device through this path.
+#include <vector>
+
+#include "core/backend_factories.hpp"
+#include "moonep/cuda_planner.hpp"
+#include "moonep/error.hpp"
+#include "moonep/reference.hpp"
+
+namespace moonep::impl {
+namespace {
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+
+class CudaHostPlanner final : public HostPlanner {
+ public:
+  explicit CudaHostPlanner(const Config& c) : config_(c), planner_(c) {
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    const std::size_t n = static_cast<std::size_t>(c.entries()) * c.ranks;
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&topk_), n * 4), "allocating the routing buffer");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&tpe_), static_cast<std::size_t>(c.experts) * c.ranks * 4),
+               "allocating the tokens_per_expert buffer");
+    for (int r = 0; r < c.ranks; ++r) {
+      topk_ptrs_.push_back(topk_ + static_cast<std::size_t>(r) * c.entries());
+      tpe_ptrs_.push_back(tpe_ + static_cast<std::size_t>(r) * c.experts);
+    }
+  }
+  ~CudaHostPlanner() override {
+    cudaFree(topk_);
+    cudaFree(tpe_);
+    cudaStreamDestroy(stream_);
+  }
+  Backend backend() const override { return Backend::cuda; }
+
+  void load(const Routing& routing, const TokensPerExpert* tpe) override {
+    validate_problem(config_, routing, tpe);
+    for (int r = 0; r < config_.ranks; ++r) {
+      check_cuda(cudaMemcpyAsync(topk_ptrs_[r], routing[r].data(), routing[r].size() * 4,
+                                 cudaMemcpyHostToDevice, stream_),
+                 "staging the routing");
+      if (tpe) {
+        check_cuda(cudaMemcpyAsync(tpe_ptrs_[r], (*tpe)[r].data(), (*tpe)[r].size() * 4,
+                                   cudaMemcpyHostToDevice, stream_),
+                   "staging tokens_per_expert");
+      }
+    }
+    check_cuda(cudaStreamSynchronize(stream_), "staging the input");
+    has_tpe_ = tpe != nullptr;
+  }
+  void step() override {
+    planner_.plan(topk_ptrs_.data(), has_tpe_ ? tpe_ptrs_.data() : nullptr, stream_);
+    planner_.check(stream_);
+  }
+  HostPlan result() const override { return planner_.copy_out(stream_); }
+
+ private:
+  Config config_;
+  mutable cuda::Planner planner_;
+  cudaStream_t stream_ = nullptr;
+  std::int32_t* topk_ = nullptr;
+  std::int32_t* tpe_ = nullptr;
+  std::vector<std::int32_t*> topk_ptrs_, tpe_ptrs_;
+  bool has_tpe_ = false;
+};
+
+}  // namespace
+
+bool cuda_backend_available(std::string* why_not) { return cuda::device_available(why_not); }
+
+std::unique_ptr<HostPlanner> make_cuda_host_planner(const Config& config) {
+  return std::make_unique<CudaHostPlanner>(config);
+}
+
+}  // namespace moonep::impl

@@ -1,0 +1,352 @@
+// moonep::cuda::Planner: buffers, launch, error reporting and copy-out for
+// the planning kernel with R virtual ranks on one GPU.
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "moonep/cuda_planner.hpp"
+#include "moonep/error.hpp"
+#include "plan_kernel.hpp"
+
+namespace moonep::cuda {
+namespace impl {
+__global__ void plan_kernel(const __grid_constant__ KernelParams p);
+__global__ void empty_kernel();
+}  // namespace impl
+
+namespace {
+
+using i64 = std::int64_t;
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+  }
+}
+
+i64 round4(i64 n) { return (n + 3) / 4 * 4; }
+
+// Hands out 4-word aligned offsets one region after another.
+struct Bump {
+  i64 next = 0;
+  i64 take(i64 words) {
+    const i64 at = next;
+    next += round4(std::max<i64>(words, 1));
+    return at;
+  }
+};
+
+// Device memory freed with the planner.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  void allocate(i64 bytes, const char* what) {
+    check_cuda(cudaMalloc(&ptr, static_cast<size_t>(std::max<i64>(bytes, 16))), what);
+    check_cuda(cudaMemset(ptr, 0, static_cast<size_t>(std::max<i64>(bytes, 16))), what);
+  }
+  std::int32_t* words() const { return static_cast<std::int32_t*>(ptr); }
+};
+
+const impl::DeviceStatus kCleanStatus{~0ull, ~0ull, 0u, 0u};
+
+}  // namespace
+
+bool device_available(std::string* why_not) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why_not) *why_not = std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")";
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  if (n == 0) {
+    if (why_not) *why_not = "no CUDA device is visible";
+    return false;
+  }
+  return true;
+}
+
+struct Planner::State {
+  Config config;
+  Options options;
+  int device = 0;
+  int bpr = 0;
+  i64 smem = 0;
+  impl::KernelParams params{};
+  DeviceBuffer sym, loc, out, status;
+  impl::DeviceStatus* host_status = nullptr;  // pinned
+  std::vector<DeviceRankPlan> rank_plans;
+  std::vector<const std::int32_t*> last_topk, last_tpe;
+
+  ~State() {
+    if (host_status) cudaFreeHost(host_status);
+  }
+};
+
+Planner::Planner(const Config& config, const Options& options) : s_(std::make_unique<State>()) {
+  validate(config);
+  std::string why;
+  if (!device_available(&why)) throw RuntimeError("moonep::cuda::Planner: " + why);
+  if (options.multicast) {
+    // Virtual ranks share one GPU; a multicast object cannot span chunks of
+    // one device. Never fall back silently: the caller asked for something
+    // this planner will not do.
+    throw RuntimeError(
+        "moonep::cuda::Planner: NVLink multicast needs one GPU per rank; the virtual-rank "
+        "planner broadcasts with unicast stores only (set Options::multicast = false)");
+  }
+  if (options.blocks_per_rank < 1) {
+    throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
+  }
+  State& s = *s_;
+  s.config = config;
+  s.options = options;
+  check_cuda(cudaGetDevice(&s.device), "cudaGetDevice");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, s.device), "cudaGetDeviceProperties");
+  if (!prop.cooperativeLaunch) throw RuntimeError("the CUDA device does not support cooperative launches");
+
+  const int R = config.ranks, E = config.experts, K = config.topk, S = config.tokens,
+            B = config.copy_slots;
+  const i64 NvS = config.slots(), N = config.entries();
+  const i64 Gp = round4(E + B);
+
+  // Blocks per rank: all R*bpr blocks must be resident at once for the
+  // software barriers. Lower bpr for virtual ranks if they cannot be.
+  const int tile_tokens_max = std::max(1, impl::kTileEntries / K);
+  s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, K);
+  // The dynamic shared memory a launch may ask for is the opt-in maximum
+  // less the kernel's static shared memory. Allow that once for every
+  // planner: setting it to this planner's own need could shrink it under
+  // another live planner that needs more.
+  cudaFuncAttributes fattr{};
+  check_cuda(cudaFuncGetAttributes(&fattr, impl::plan_kernel), "cudaFuncGetAttributes");
+  const i64 max_dynamic = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
+  if (s.smem > max_dynamic) {
+    std::ostringstream m;
+    m << "moonep::cuda::Planner: " << describe(config) << " needs " << s.smem
+      << " bytes of shared memory per block, the device allows " << max_dynamic
+      << " (experts too many for one block)";
+    throw RuntimeError(m.str());
+  }
+  check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(max_dynamic)),
+             "cudaFuncSetAttribute");
+  int per_sm = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl::plan_kernel, impl::kThreads,
+                                                           static_cast<size_t>(s.smem)),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const i64 resident = static_cast<i64>(per_sm) * prop.multiProcessorCount;
+  s.bpr = options.blocks_per_rank;
+  if (static_cast<i64>(R) * s.bpr > resident) s.bpr = static_cast<int>(resident / R);
+  if (s.bpr < 1) {
+    std::ostringstream m;
+    m << "moonep::cuda::Planner: " << R << " virtual ranks need at least " << R
+      << " co-resident blocks, the device holds " << resident;
+    throw RuntimeError(m.str());
+  }
+  const int nworkers = s.bpr > 1 ? s.bpr - 1 : 1;
+  const int tile_tokens = static_cast<int>(
+      std::max<i64>(1, std::min<i64>((S + nworkers - 1) / nworkers, tile_tokens_max)));
+
+  // Layouts.
+  impl::KernelParams& p = s.params;
+  Bump sym;
+  p.sym.ctrl = sym.take(impl::kNumCtrl * impl::kCtrlStride);
+  p.sym.tpe_all = sym.take(static_cast<i64>(R) * E);
+  p.sym.acum = sym.take(static_cast<i64>(E) * R);
+  p.sym.tables_begin = p.sym.acum;
+  p.sym.eoff = sym.take(static_cast<i64>(R) * E);
+  p.sym.cum = sym.take(static_cast<i64>(R) * E);
+  p.sym.cu = sym.take(R * Gp);
+  p.sym.zfr = sym.take(R * 2 * Gp);
+  p.sym.etc = sym.take(static_cast<i64>(R) * B);
+  p.sym.rs = sym.take(2LL * R);
+  p.sym.tables_end = sym.next;
+  p.sym.src_info = sym.take(NvS);
+  p.sym.dup_groups = sym.take(3 * NvS);
+  p.sym.dup_loffs = sym.take(NvS);
+  p.sym.words = (sym.next + 63) / 64 * 64;
+
+  Bump loc;
+  p.loc.gbar = loc.take(32);
+  p.loc.epoch = loc.take(32);
+  p.loc.hist = loc.take(static_cast<i64>(round4(nworkers)) * E);
+  p.loc.pos = loc.take(N);
+  p.loc.alloc = loc.take(static_cast<i64>(E) * R);
+  p.loc.cand = loc.take(2LL * E);
+  p.loc.ncand = loc.take(R);
+  p.loc.words = (loc.next + 63) / 64 * 64;
+
+  Bump out;
+  p.out.dst = out.take(N);
+  p.out.cu = out.take(Gp);
+  p.out.zfr = out.take(2 * Gp);
+  p.out.etc = out.take(static_cast<i64>(R) * B);
+  p.out.rs = out.take(2);
+  p.out.src_info = out.take(NvS);
+  p.out.dup_groups = out.take(3 * NvS);
+  p.out.dup_loffs = out.take(NvS);
+  p.out.dup_counts = out.take(2);
+  p.out.words = (out.next + 63) / 64 * 64;
+
+  s.sym.allocate(p.sym.words * R * 4, "allocating the symmetric buffer");
+  s.loc.allocate(p.loc.words * R * 4, "allocating rank scratch");
+  s.out.allocate(p.out.words * R * 4, "allocating plan outputs");
+  s.status.allocate(sizeof(impl::DeviceStatus), "allocating the status word");
+  check_cuda(cudaMemcpy(s.status.ptr, &kCleanStatus, sizeof kCleanStatus, cudaMemcpyHostToDevice),
+             "initialising the status word");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_status), sizeof(impl::DeviceStatus)),
+             "cudaMallocHost");
+
+  p.R = R;
+  p.E = E;
+  p.K = K;
+  p.S = S;
+  p.B = B;
+  p.tp = config.token_padding;
+  p.epn = config.experts_per_rank();
+  p.N = static_cast<int>(N);
+  p.NvS = static_cast<int>(NvS);
+  p.bpr = s.bpr;
+  p.nworkers = nworkers;
+  p.rank_base = 0;
+  p.groups = R;
+  p.tile_tokens = tile_tokens;
+  p.sym_base = s.sym.words();
+  p.sym_stride = p.sym.words;
+  p.mc_base = nullptr;  // unicast broadcast only (see the header)
+  p.loc_base = s.loc.words();
+  p.loc_stride = p.loc.words;
+  p.out_base = s.out.words();
+  p.out_stride = p.out.words;
+  p.status = static_cast<impl::DeviceStatus*>(s.status.ptr);
+
+  s.rank_plans.resize(R);
+  for (int r = 0; r < R; ++r) {
+    std::int32_t* o = s.out.words() + static_cast<i64>(r) * p.out.words;
+    s.rank_plans[r] = DeviceRankPlan{o + p.out.dst,      o + p.out.cu,         o + p.out.zfr,
+                                     o + p.out.etc,      o + p.out.rs,         o + p.out.src_info,
+                                     o + p.out.dup_groups, o + p.out.dup_loffs, o + p.out.dup_counts};
+  }
+  s.last_topk.assign(R, nullptr);
+  s.last_tpe.assign(R, nullptr);
+}
+
+Planner::~Planner() = default;
+
+const Config& Planner::config() const { return s_->config; }
+int Planner::blocks_per_rank() const { return s_->bpr; }
+int Planner::threads_per_block() const { return impl::kThreads; }
+const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
+
+namespace {
+void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(impl::kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelExC(&cfg, func, args), "launching the planning kernel");
+}
+}  // namespace
+
+void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const* d_tpe,
+                   cudaStream_t stream) {
+  State& s = *s_;
+  const int R = s.config.ranks;
+  if (!d_topk) throw InputError("moonep::cuda::Planner::plan: d_topk is null");
+  for (int r = 0; r < R; ++r) {
+    if (!d_topk[r]) throw InputError("moonep::cuda::Planner::plan: d_topk[" + std::to_string(r) + "] is null");
+    s.params.topk[r] = d_topk[r];
+    s.params.tpe[r] = d_tpe ? d_tpe[r] : nullptr;
+    s.last_topk[r] = s.params.topk[r];
+    s.last_tpe[r] = s.params.tpe[r];
+  }
+  void* args[] = {&s.params};
+  launch_cooperative(reinterpret_cast<const void*>(impl::plan_kernel), R * s.bpr, s.smem, args, stream);
+}
+
+void Planner::launch_empty(cudaStream_t stream) {
+  State& s = *s_;
+  launch_cooperative(reinterpret_cast<const void*>(impl::empty_kernel), s.config.ranks * s.bpr, s.smem,
+                     nullptr, stream);
+}
+
+void Planner::check(cudaStream_t stream) {
+  State& s = *s_;
+  check_cuda(cudaMemcpyAsync(s.host_status, s.status.ptr, sizeof(impl::DeviceStatus),
+                             cudaMemcpyDeviceToHost, stream),
+             "reading the planning status");
+  check_cuda(cudaStreamSynchronize(stream), "waiting for the planning kernel");
+  const impl::DeviceStatus st = *s.host_status;
+  if (st.bad_entry == ~0ull && st.bad_tpe == ~0ull && st.internal == 0) return;
+  // Reset first so the planner stays usable whatever we throw.
+  check_cuda(cudaMemcpyAsync(s.status.ptr, &kCleanStatus, sizeof kCleanStatus, cudaMemcpyHostToDevice, stream),
+             "resetting the planning status");
+  check_cuda(cudaStreamSynchronize(stream), "resetting the planning status");
+  std::ostringstream m;
+  if (st.bad_entry != ~0ull) {
+    const int rank = static_cast<int>(st.bad_entry >> 32);
+    const i64 index = static_cast<i64>(st.bad_entry & 0xffffffffull);
+    std::int32_t value = 0;
+    check_cuda(cudaMemcpy(&value, s.last_topk.at(rank) + index, sizeof value, cudaMemcpyDeviceToHost),
+               "reading the bad routing entry");
+    m << "routing[" << rank << "][" << index << "] = " << value << " is not an expert id in [0, "
+      << s.config.experts << ")";
+    throw InputError(m.str());
+  }
+  if (st.bad_tpe != ~0ull) {
+    const int rank = static_cast<int>(st.bad_tpe >> 32);
+    const int e = static_cast<int>(st.bad_tpe & 0xffffffffull);
+    std::int32_t value = 0;
+    check_cuda(cudaMemcpy(&value, s.last_tpe.at(rank) + e, sizeof value, cudaMemcpyDeviceToHost),
+               "reading the bad tokens_per_expert entry");
+    m << "tokens_per_expert[" << rank << "][" << e << "] = " << value << " does not match routing["
+      << rank << "]";
+    throw InputError(m.str());
+  }
+  m << "moonep::cuda::Planner: internal inconsistency detected in the planning kernel ("
+    << describe(s.config) << ")";
+  throw RuntimeError(m.str());
+}
+
+HostPlan Planner::copy_out(cudaStream_t stream) {
+  check(stream);
+  const State& s = *s_;
+  const Config& c = s.config;
+  HostPlan plan;
+  plan.config = c;
+  plan.ranks.resize(c.ranks);
+  auto fetch = [](std::vector<std::int32_t>& v, const std::int32_t* src, i64 n) {
+    v.resize(static_cast<size_t>(n));
+    if (n > 0) check_cuda(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "copying a plan out");
+  };
+  for (int r = 0; r < c.ranks; ++r) {
+    const DeviceRankPlan& d = s.rank_plans[r];
+    HostRankPlan& h = plan.ranks[r];
+    fetch(h.dst, d.dst, c.entries());
+    fetch(h.cu_seqlens, d.cu_seqlens, c.groups());
+    fetch(h.zero_fill_ranges, d.zero_fill_ranges, 2LL * c.groups());
+    fetch(h.experts_to_copy, d.experts_to_copy, static_cast<i64>(c.ranks) * c.copy_slots);
+    fetch(h.remote_stats, d.remote_stats, 2);
+    fetch(h.src_info, d.src_info, c.slots());
+    fetch(h.dup_counts, d.dup_counts, 2);
+    fetch(h.dup_groups, d.dup_groups, 3LL * h.dup_counts[0]);
+    fetch(h.dup_loffs, d.dup_loffs, h.dup_counts[1]);
+  }
+  return plan;
+}
+
+}  // namespace moonep::cuda

@@ -1,0 +1,85 @@
+// Private: what the host tells the planning kernel. Plain C++ (no CUDA
+// headers needed) so the host side that computes layouts compiles anywhere.
+//
+// Three kinds of memory, all addressed as int32 words:
+// - the symmetric buffer: one chunk per rank at sym_base + rank*sym_stride.
+//   Anything another rank writes into (gathered tpe, broadcast tables,
+//   src_info, dup structures, barrier counters) lives here.
+// - rank-private scratch: loc_base + rank*loc_stride (grid barrier word,
+//   epoch, per-block histograms, per-entry ranks, rank 0's planning tables).
+// - outputs: out_base + rank*out_stride.
+// Every offset is a multiple of 4 words, so 16-byte vector access is legal
+// wherever a length is a multiple of 4 too.
+#pragma once
+
+#include <cstdint>
+
+namespace moonep::cuda::impl {
+
+inline constexpr int kThreads = 256;          // threads per block
+inline constexpr int kWarps = kThreads / 32;  // warps per block
+inline constexpr int kMaxGroups = 128;        // ranks in one launch
+inline constexpr int kTileEntries = 2048;     // Phase C2 tile (entries)
+inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
+
+// Counters at the start of every chunk, kCtrlStride words apart.
+enum Ctrl : int {
+  kGather = 0,    // rank 0's: one arrival per block of every rank per step
+  kTables = 1,    // one arrival per block of rank 0 per step (tables pushed)
+  kDone = 2,      // one arrival per block of every rank per step (src_info written)
+  kDupGroups = 3, // dup_groups rows reserved in this chunk this step
+  kDupLoffs = 4,  // dup_loffs entries reserved in this chunk this step
+  kNumCtrl = 5
+};
+
+struct SymLayout {
+  std::int64_t ctrl, tpe_all, acum, eoff, cum, cu, zfr, etc, rs, src_info, dup_groups, dup_loffs;
+  std::int64_t words;  // chunk size
+  std::int64_t tables_begin, tables_end;  // broadcast region (multicast)
+};
+
+struct LocLayout {
+  std::int64_t gbar, epoch, hist, pos, alloc, cand, ncand;
+  std::int64_t words;
+};
+
+struct OutLayout {
+  std::int64_t dst, cu, zfr, etc, rs, src_info, dup_groups, dup_loffs, dup_counts;
+  std::int64_t words;
+};
+
+// Errors found in the kernel. Keys are (rank << 32) | index, minimum wins,
+// so the report names the first bad entry of the lowest rank.
+struct DeviceStatus {
+  unsigned long long bad_entry;  // routing[rank][index] not in [0, E)
+  unsigned long long bad_tpe;    // tokens_per_expert[rank][e] != count
+  unsigned int internal;         // a guard that should never fire
+  unsigned int pad;
+};
+
+struct KernelParams {
+  int R, E, K, S, B, tp, epn, N, NvS;
+  int bpr;         // blocks per rank (group)
+  int nworkers;    // blocks per rank that own entries (all but block 0 when bpr > 1)
+  int rank_base;   // rank of group 0 of this launch
+  int groups;      // ranks in this launch
+  int tile_tokens; // Phase C2 tokens per tile
+  std::int32_t* sym_base;
+  std::int64_t sym_stride;
+  std::int32_t* mc_base;  // multimem address of chunk layout (null: unicast)
+  std::int32_t* loc_base;
+  std::int64_t loc_stride;
+  std::int32_t* out_base;
+  std::int64_t out_stride;
+  SymLayout sym;
+  LocLayout loc;
+  OutLayout out;
+  DeviceStatus* status;
+  const std::int32_t* topk[kMaxGroups];
+  const std::int32_t* tpe[kMaxGroups];
+};
+
+// Dynamic shared memory the kernel needs for a problem (bytes).
+std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, int K);
+
+}  // namespace moonep::cuda::impl

@@ -1,0 +1,13 @@
+# CUDA specialization tests: only when MoonEP is built with CUDA. Their main
+# (test_cuda_main.cpp) exits 77 when no GPU is visible, which CTest reports
+# as skipped.
+if(MoonEP_HAVE_CUDA)
+  function(moonep_add_cuda_test name)
+    add_executable(${name} ${ARGN} test_cuda_main.cpp)
+    target_link_libraries(${name} PRIVATE moonep moonep_catch2 CUDA::cudart)
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+  endfunction()
+  moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
+endif()
