@@ -96,6 +96,10 @@ class Planner {
     }
   }
 
+  // One planner per world: it owns the world's buffer layout and scratch.
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
+
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
   const plan_type& last_plan() const { return plan_; }
