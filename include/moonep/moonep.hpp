@@ -8,5 +8,11 @@
 #include "moonep/error.hpp"
 #include "moonep/host_plan.hpp"
 #include "moonep/io.hpp"
+#include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
+#include "moonep/world.hpp"
+
+#if MOONEP_HAVE_CUDA
+#include "moonep/cuda_planner.hpp"
+#endif
