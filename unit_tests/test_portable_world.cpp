@@ -119,3 +119,13 @@ TEST_CASE("plans live in the same views step after step (no per-step allocation 
   CHECK(planner.last_plan().ranks[0].dst.data() == dst0);
   CHECK(world.buffer().data() == buf);
 }
+
+TEST_CASE("the portable backend is available and beats the reference as default") {
+  // moonep-plan picks its backend before it starts Kokkos: availability must
+  // not depend on Kokkos being initialized, or the default silently falls
+  // back to the (slow) reference planner.
+  std::string why = "unset";
+  CHECK(moonep::backend_available(moonep::Backend::portable, &why));
+  CHECK(why.empty());
+  CHECK(moonep::default_backend() != moonep::Backend::reference);
+}
