@@ -1,0 +1,61 @@
+// moonep/impl/chunk_layout.hpp — where the portable planner keeps what it
+// exchanges inside each rank's chunk of the symmetric buffer. Every chunk
+// has the same layout; offsets count int32 values.
+#pragma once
+
+#include <cstdint>
+
+#include "moonep/config.hpp"
+
+namespace moonep::impl {
+
+struct ChunkLayout {
+  int R = 1, E = 1, B = 1, K = 1, S = 1, epn = 1, tp = 1;
+  std::int64_t N = 1, NvS = 1;
+  // Bound on the (expert, destination rank) pairs with alloc > 0: at most E
+  // owner pairs, and each step-3 iteration that adds a remote pair empties a
+  // quota (one per receiver, R in all) or an expert (E in all).
+  std::int64_t pair_capacity = 1;
+
+  // [R][E] every rank's tokens-per-expert (Phase A; read on rank 0 only).
+  std::int64_t tpe_in = 0;
+  // Tables rank 0 broadcasts to every rank (or that ranks read in place when
+  // the world is directly addressable):
+  //   expert_ptr [E+1]             pairs of expert e are [ptr[e], ptr[e+1])
+  //   experts_to_copy [R][B]       step 4
+  //   pairs [pair_capacity][3]     (dest rank d, acum[e][d], d*NvS + expert_offset[d][e] - acum[e][d-1])
+  // Only the first 3*ptr[E] pair values are sent.
+  std::int64_t shared = 0;
+  std::int64_t sh_ptr = 0, sh_etc = 0, sh_pairs = 0, shared_len = 0;
+  // Tables rank 0 sends to each rank r alone:
+  //   cum_excl [E] (cum[r-1][e]), cu_seqlens [E+B], zero_fill [E+B][2], remote_stats [2]
+  std::int64_t own = 0;
+  std::int64_t ow_cum = 0, ow_cu = 0, ow_zfr = 0, ow_rs = 0, own_len = 0;
+  // [NvS][3] per receive slot: (src_info, dup link, dup index), written by
+  // the source ranks in Phase C2. dup link: -1 none, -2-n primary of a token
+  // with n duplicates here, else the primary's slot (this slot is a
+  // duplicate, number `dup index` in increasing k).
+  std::int64_t slots = 0;
+  std::int64_t total = 0;
+
+  explicit ChunkLayout(const Config& c) {
+    R = c.ranks; E = c.experts; B = c.copy_slots; K = c.topk; S = c.tokens;
+    epn = c.experts_per_rank(); tp = c.token_padding;
+    N = c.entries(); NvS = c.slots();
+    pair_capacity = 2 * static_cast<std::int64_t>(E) + R;
+    std::int64_t at = 0;
+    tpe_in = at; at += static_cast<std::int64_t>(R) * E;
+    shared = at;
+    sh_ptr = 0; sh_etc = E + 1; sh_pairs = sh_etc + static_cast<std::int64_t>(R) * B;
+    shared_len = sh_pairs + 3 * pair_capacity;
+    at += shared_len;
+    own = at;
+    ow_cum = 0; ow_cu = E; ow_zfr = ow_cu + E + B; ow_rs = ow_zfr + 2 * (E + B);
+    own_len = ow_rs + 2;
+    at += own_len;
+    slots = at; at += 3 * NvS;
+    total = at;
+  }
+};
+
+}  // namespace moonep::impl

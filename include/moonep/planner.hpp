@@ -1,0 +1,262 @@
+// moonep/planner.hpp — the portable planner: every rank plans its own step
+// with Kokkos kernels over a World (moonep/world.hpp), exchanging only what
+// the seed exchanges (PLANNING.md "How the seed runs it"):
+//
+//   validate   each local rank: expert histogram (= tokens per expert) and
+//              checks; world.all_ok() so that one bad rank stops them all
+//              before anything touches the shared buffer.
+//   Phase A    each rank clears its receive slots and puts its tokens per
+//              expert into rank 0's chunk; Phase C1 (its stable counting
+//              sort by expert) needs nothing else and runs here too.
+//   barrier
+//   Phase B    rank 0: steps 1-5 for every rank; sends each rank its tables.
+//   barrier
+//   Phase C2   each rank: destinations, dedup, and per-slot (src_info, dup
+//              link) published into the destination ranks' chunks.
+//   barrier
+//   Phase D    each rank: its outputs (src_info, dup structures, tables).
+//
+// Phases visit the process's local ranks one after another, with barriers
+// between phases, so virtual ranks never wait on each other in a kernel.
+//
+// Construction allocates everything (the symmetric buffer, through the
+// world, and all scratch); plan() allocates nothing on the success path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "moonep/config.hpp"
+#include "moonep/error.hpp"
+#include "moonep/host_plan.hpp"
+#include "moonep/impl/chunk_layout.hpp"
+#include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/impl/phase_b.hpp"
+#include "moonep/impl/phase_c2.hpp"
+#include "moonep/impl/phase_d.hpp"
+#include "moonep/impl/phase_input.hpp"
+#include "moonep/impl/rank_plan_view.hpp"
+#include "moonep/moonep_config.hpp"
+#include "moonep/reference.hpp"
+#include "moonep/world.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
+#include "moonep/cuda_planner.hpp"
+#endif
+
+namespace moonep {
+
+// One rank's plan as views of MemorySpace: dst [N], cu_seqlens [E+B],
+// zero_fill_ranges [E+B][2], experts_to_copy [R][B], remote_stats [2],
+// src_info [NvS], dup_groups [NvS][3], dup_loffs [NvS], dup_counts [2].
+template <class MemorySpace>
+using RankPlanView = impl::RankPlanView<MemorySpace>;
+
+// The plan of the process's local ranks (ranks[i] is world.local_ranks()[i]).
+template <class MemorySpace>
+struct Plan {
+  Config config;
+  std::vector<RankPlanView<MemorySpace>> ranks;
+
+  HostRankPlan to_host(std::size_t local_index) const { return ranks.at(local_index).to_host(); }
+};
+
+template <class ExecutionSpace = Kokkos::DefaultExecutionSpace>
+class Planner {
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using world_type = World<memory_space>;
+  // Routing (S*K expert ids) or tokens per expert (E counts) of one rank.
+  using input_view = Kokkos::View<const std::int32_t*, memory_space>;
+  using plan_type = Plan<memory_space>;
+
+  // Throws InputError for a bad config or a world of the wrong size.
+  // Collective (allocates the world's symmetric buffer).
+  Planner(const Config& config, world_type& world, const ExecutionSpace& exec = ExecutionSpace())
+      : config_(checked(config, world)), layout_(config_), world_(world), exec_(exec) {
+    world_.allocate(layout_.total);
+    plan_.config = config_;
+    for (const int r : world_.local_ranks()) {
+      const std::string tag = "moonep::portable::rank" + std::to_string(r) + ".";
+      Local l;
+      l.rank = r;
+      l.input = impl::portable::InputScratch<ExecutionSpace>(exec_, layout_.E, layout_.N, tag);
+      l.publish = impl::portable::PublishScratch<ExecutionSpace>(layout_, tag);
+      l.slot_dstart = Kokkos::View<std::int32_t*, memory_space>(tag + "slot_dstart", layout_.NvS);
+      l.tpe_run = Kokkos::View<PutRun*, memory_space>(tag + "tpe_run", 1);
+      auto h = Kokkos::create_mirror_view(l.tpe_run);
+      h(0) = PutRun{0, 0, layout_.tpe_in + static_cast<std::int64_t>(r) * layout_.E, 0, layout_.E};
+      Kokkos::deep_copy(l.tpe_run, h);
+      local_.push_back(l);
+      plan_.ranks.emplace_back(config_, r);
+      if (r == 0) root_ = impl::portable::RootScratch<ExecutionSpace>(layout_);
+    }
+  }
+
+  const Config& config() const { return config_; }
+  world_type& world() const { return world_; }
+  const plan_type& last_plan() const { return plan_; }
+
+  // Plans one step. routing[i] (and tokens_per_expert[i], when given, which
+  // must match the routing) belong to world().local_ranks()[i]. Collective.
+  // Bad input on any rank: InputError on every rank, the shared buffer
+  // untouched, the planner still usable.
+  const plan_type& plan(const std::vector<input_view>& routing,
+                        const std::vector<input_view>* tokens_per_expert = nullptr) {
+    impl::compat::ProfilingRegion region("moonep::portable::plan");
+#if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
+    // CUDA dispatch point: on a Kokkos build with the CUDA backend, the CUDA
+    // specialization (moonep/cuda_planner.hpp, src/cuda_specializations)
+    // plans the step from the same CudaSpace views on exec's stream; it
+    // returns false when it cannot (then the portable phases below run).
+    if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
+      if (cuda_dispatch_portable_step(config_, world_, exec_.cuda_stream(), routing, tokens_per_expert,
+                                      plan_.ranks)) {
+        return plan_;
+      }
+    }
+#endif
+    validate_all(routing, tokens_per_expert);
+    phase_a(routing);
+    world_.barrier();
+    phase_b();
+    world_.barrier();
+    phase_c2(routing);
+    world_.barrier();
+    phase_d();
+    impl::compat::fence(exec_, "moonep::portable::plan_done");
+    return plan_;
+  }
+
+ private:
+  struct Local {
+    int rank = -1;
+    impl::portable::InputScratch<ExecutionSpace> input;
+    impl::portable::PublishScratch<ExecutionSpace> publish;
+    Kokkos::View<std::int32_t*, memory_space> slot_dstart;
+    Kokkos::View<PutRun*, memory_space> tpe_run;
+  };
+
+  static const Config& checked(const Config& c, const world_type& w) {
+    validate(c);
+    if (w.size() != c.ranks) {
+      throw InputError("the world has " + std::to_string(w.size()) + " ranks but the config says ranks = " +
+                       std::to_string(c.ranks));
+    }
+    return c;
+  }
+
+  // The exact message of validate_rank_input, computed on the host (only
+  // on the failure path, so the copies do not matter).
+  std::string host_message(int rank, const input_view& topk, const input_view* tpe) const {
+    const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_topk =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), topk);
+    Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_tpe;
+    if (tpe) h_tpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *tpe);
+    try {
+      validate_rank_input(config_, rank, h_topk.data(), static_cast<std::int64_t>(h_topk.extent(0)),
+                          tpe ? h_tpe.data() : nullptr, tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "rank " + std::to_string(rank) + ": input rejected";
+  }
+
+  void validate_all(const std::vector<input_view>& routing, const std::vector<input_view>* tpe) {
+    impl::compat::ProfilingRegion region("moonep::portable::validate");
+    std::string why;
+    const std::size_t nlocal = local_.size();
+    if (routing.size() != nlocal) {
+      why = "routing has " + std::to_string(routing.size()) + " rank arrays, expected this process's " +
+            std::to_string(nlocal) + " local ranks";
+    } else if (tpe && tpe->size() != nlocal) {
+      why = "tokens_per_expert has " + std::to_string(tpe->size()) + " rank arrays, expected this process's " +
+            std::to_string(nlocal) + " local ranks";
+    }
+    for (std::size_t li = 0; why.empty() && li < nlocal; ++li) {
+      const int r = local_[li].rank;
+      const input_view* t = tpe ? &(*tpe)[li] : nullptr;
+      if (static_cast<std::int64_t>(routing[li].extent(0)) != layout_.N ||
+          (t && static_cast<std::int64_t>(t->extent(0)) != layout_.E)) {
+        why = host_message(r, routing[li], t);
+        break;
+      }
+      const std::int64_t problems = impl::portable::histogram_and_check(
+          exec_, local_[li].input, layout_.E, routing[li], t ? *t : input_view(), t != nullptr);
+      if (problems > 0) why = host_message(r, routing[li], t);
+    }
+    if (!world_.all_ok(why.empty())) {
+      throw InputError(why.empty() ? std::string("input rejected on another rank; nothing was planned") : why);
+    }
+  }
+
+  void phase_a(const std::vector<input_view>& routing) {
+    impl::compat::ProfilingRegion region("moonep::portable::phaseA");
+    const std::int64_t slots_at = layout_.slots, slots_len = 3 * layout_.NvS;
+    for (std::size_t li = 0; li < local_.size(); ++li) {
+      const Local& l = local_[li];
+      auto chunk = world_.local_chunk(l.rank);
+      Kokkos::parallel_for(
+          "moonep::portable::phaseA_clear_slots",
+          Kokkos::RangePolicy<ExecutionSpace>(exec_, slots_at, slots_at + slots_len),
+          KOKKOS_LAMBDA(const std::int64_t i) { chunk(i) = -1; });
+      impl::portable::stable_counting_sort(exec_, l.input, layout_.E, routing[li]);
+      impl::compat::fence(exec_, "moonep::portable::phaseA_before_put");
+      world_.put_runs(l.rank, l.input.counts, l.tpe_run);
+    }
+  }
+
+  void phase_b() {
+    if (root_.alloc.extent(0) == 0) return;  // rank 0 is not planned here
+    impl::compat::ProfilingRegion region("moonep::portable::phaseB");
+    const std::int64_t npairs = impl::portable::plan_root(exec_, layout_, root_, world_.local_chunk(0));
+    if (npairs > layout_.pair_capacity) {
+      throw RuntimeError("moonep portable planner: " + std::to_string(npairs) +
+                         " (expert, rank) pairs exceed the bound " + std::to_string(layout_.pair_capacity) +
+                         " (internal error)");
+    }
+    impl::compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
+    impl::portable::broadcast(exec_, layout_, root_, world_, npairs);
+  }
+
+  typename impl::portable::Types<ExecutionSpace>::ivec shared_tables(int rank) const {
+    return world_.directly_addressable() ? world_.chunk(0) : world_.local_chunk(rank);
+  }
+
+  void phase_c2(const std::vector<input_view>& routing) {
+    impl::compat::ProfilingRegion region("moonep::portable::phaseC2");
+    for (std::size_t li = 0; li < local_.size(); ++li) {
+      const Local& l = local_[li];
+      auto own = world_.local_chunk(l.rank);
+      auto shared = shared_tables(l.rank);
+      impl::portable::destinations_and_dedup(exec_, layout_, l.rank, l.input, l.publish, routing[li], shared,
+                                             own, plan_.ranks[li].dst);
+      const std::int64_t nruns = impl::portable::publication_runs(exec_, layout_, l.input, l.publish, shared, own);
+      impl::compat::fence(exec_, "moonep::portable::phaseC2_before_put");
+      world_.put_runs(l.rank, l.publish.staging,
+                      Kokkos::subview(l.publish.runs, Kokkos::make_pair(std::int64_t(0), nruns)));
+    }
+  }
+
+  void phase_d() {
+    impl::compat::ProfilingRegion region("moonep::portable::phaseD");
+    for (std::size_t li = 0; li < local_.size(); ++li) {
+      const Local& l = local_[li];
+      impl::portable::rank_outputs(exec_, layout_, l.rank, shared_tables(l.rank), world_.local_chunk(l.rank),
+                                   l.slot_dstart, plan_.ranks[li]);
+    }
+  }
+
+  Config config_;
+  impl::ChunkLayout layout_;
+  world_type& world_;
+  ExecutionSpace exec_;
+  std::vector<Local> local_;
+  impl::portable::RootScratch<ExecutionSpace> root_;
+  plan_type plan_;
+};
+
+}  // namespace moonep

@@ -1,0 +1,128 @@
+// Bad input (PLANNING.md "Bad input") is rejected with InputError before any
+// rank touches the shared buffer — checked by filling the whole symmetric
+// buffer with a sentinel first — and the planner plans correctly afterwards.
+#include "catch2_compat.hpp"
+
+#include <functional>
+#include <string>
+
+#include "moonep/error.hpp"
+#include "moonep/reference.hpp"
+#include "test_portable_support.hpp"
+
+using namespace moonep;
+using namespace moonep::test;
+
+namespace {
+
+constexpr std::int32_t kSentinel = 0x5eed5eed;
+
+bool buffer_untouched(const InProcessWorld<Mem>& world) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), world.buffer());
+  for (std::size_t i = 0; i < h.extent(0); ++i)
+    if (h(i) != kSentinel) return false;
+  return true;
+}
+
+Config base() {
+  Config c;
+  c.ranks = 4; c.experts = 16; c.topk = 3; c.tokens = 20; c.copy_slots = 2; c.token_padding = 4;
+  return c;
+}
+
+// Runs `bad` (which must throw InputError mentioning `needle`) on a planner
+// whose buffer holds only the sentinel; then plans a good step.
+void expect_rejected(const std::function<void(PortablePlanner&)>& bad, const std::string& needle) {
+  const Config c = base();
+  InProcessWorld<Mem> world(c.ranks);
+  PortablePlanner planner(c, world);
+  // A good step first, so that rejection also has to leave a used planner usable.
+  const Routing first = make_routing(c, Shape::skewed, 3);
+  REQUIRE(plan_difference(plan_reference(c, first), plan_with(planner, first)) == "");
+  Kokkos::deep_copy(world.buffer(), kSentinel);
+  std::string message;
+  try {
+    bad(planner);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  INFO("message: " << message);
+  REQUIRE(!message.empty());
+  CHECK(message.find(needle) != std::string::npos);
+  CHECK(buffer_untouched(world));
+  const Routing good = make_routing(c, Shape::heavy_skew, 11);
+  CHECK(plan_difference(plan_reference(c, good), plan_with(planner, good)) == "");
+}
+
+}  // namespace
+
+TEST_CASE("bad routing is rejected before the shared buffer is touched") {
+  const Config c = base();
+  SECTION("expert id too large on rank 2") {
+    expect_rejected([&](PortablePlanner& p) {
+      Routing r = make_routing(c, Shape::uniform, 1);
+      r[2][17] = c.experts;
+      plan_with(p, r);
+    }, "routing[2][17]");
+  }
+  SECTION("negative expert id on rank 0") {
+    expect_rejected([&](PortablePlanner& p) {
+      Routing r = make_routing(c, Shape::uniform, 1);
+      r[0][0] = -1;
+      plan_with(p, r);
+    }, "routing[0][0]");
+  }
+  SECTION("routing of the wrong length on rank 3") {
+    expect_rejected([&](PortablePlanner& p) {
+      Routing r = make_routing(c, Shape::uniform, 1);
+      r[3].pop_back();
+      plan_with(p, r);
+    }, "routing[3] has");
+  }
+  SECTION("tokens_per_expert that does not match the routing") {
+    expect_rejected([&](PortablePlanner& p) {
+      const Routing r = make_routing(c, Shape::uniform, 1);
+      TokensPerExpert t = count_tokens_per_expert(c, r);
+      t[1][5] += 1;
+      plan_with(p, r, &t);
+    }, "tokens_per_expert[1][5]");
+  }
+  SECTION("tokens_per_expert of the wrong length") {
+    expect_rejected([&](PortablePlanner& p) {
+      const Routing r = make_routing(c, Shape::uniform, 1);
+      TokensPerExpert t = count_tokens_per_expert(c, r);
+      t[2].push_back(0);
+      plan_with(p, r, &t);
+    }, "tokens_per_expert[2] has");
+  }
+  SECTION("too few rank arrays") {
+    expect_rejected([&](PortablePlanner& p) {
+      Routing r = make_routing(c, Shape::uniform, 1);
+      r.pop_back();
+      plan_with(p, r);
+    }, "rank arrays");
+  }
+}
+
+TEST_CASE("bad configurations are rejected by the constructor") {
+  auto rejects = [](Config c, int world_ranks, const std::string& needle) {
+    InProcessWorld<Mem> world(world_ranks);
+    std::string message;
+    try {
+      PortablePlanner planner(c, world);
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    INFO(describe(c) << " -> " << message);
+    CHECK(message.find(needle) != std::string::npos);
+  };
+  Config c = base();
+  { Config b = c; b.experts = 18; rejects(b, 4, "multiple of ranks"); }
+  { Config b = c; b.copy_slots = 0; rejects(b, 4, "copy_slots"); }
+  { Config b = c; b.topk = 33; rejects(b, 4, "topk"); }
+  { Config b = c; b.topk = 0; rejects(b, 4, "topk"); }
+  { Config b = c; b.ranks = 129; b.experts = 129; rejects(b, 129, "ranks"); }
+  { Config b = c; b.token_padding = 0; rejects(b, 4, "token_padding"); }
+  { Config b = c; b.ranks = 128; b.experts = 128; b.tokens = 1 << 20; b.topk = 32; rejects(b, 128, "int32"); }
+  rejects(c, 2, "world has 2 ranks");
+}

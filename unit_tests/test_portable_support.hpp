@@ -1,0 +1,96 @@
+// Shared by the test_portable_* binaries: routings of the shapes the spec
+// singles out, and a one-call "plan every rank with the portable Planner
+// over an InProcessWorld".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "moonep/planner.hpp"
+#include "moonep/synthetic.hpp"
+#include "moonep/world.hpp"
+
+namespace moonep::test {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using PortablePlanner = Planner<Exec>;
+
+// Small deterministic generator (tests must not depend on <random>).
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+enum class Shape { uniform, skewed, heavy_skew, one_expert, repeated_in_token, random_dups };
+
+inline Routing make_routing(const Config& c, Shape shape, std::uint64_t seed) {
+  Rng rng{seed};
+  switch (shape) {
+    case Shape::uniform: return synthetic_routing(c, 0.0, seed);
+    case Shape::skewed: return synthetic_routing(c, 1.0, seed);
+    case Shape::heavy_skew: return synthetic_routing(c, 3.0, seed);
+    default: break;
+  }
+  Routing r(c.ranks, std::vector<std::int32_t>(c.entries()));
+  const int hot = rng.below(c.experts);
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    for (int s = 0; s < c.tokens; ++s) {
+      const int token_expert = rng.below(c.experts);
+      for (int k = 0; k < c.topk; ++k) {
+        std::int32_t e = 0;
+        if (shape == Shape::one_expert) e = hot;
+        else if (shape == Shape::repeated_in_token) e = token_expert;       // one expert K times
+        else e = rng.below(c.experts);                                      // duplicates allowed
+        r[rank][static_cast<std::size_t>(s) * c.topk + k] = e;
+      }
+    }
+  }
+  return r;
+}
+
+// Device copies of host arrays, one per rank.
+inline std::vector<PortablePlanner::input_view> to_views(const std::vector<std::vector<std::int32_t>>& host) {
+  std::vector<PortablePlanner::input_view> out;
+  for (const auto& row : host) {
+    Kokkos::View<std::int32_t*, Mem> v("test_input", row.size());
+    Kokkos::deep_copy(v, Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                             row.data(), row.size()));
+    out.push_back(v);
+  }
+  return out;
+}
+
+inline HostPlan to_host(const PortablePlanner& planner) {
+  HostPlan out;
+  out.config = planner.config();
+  for (std::size_t i = 0; i < planner.last_plan().ranks.size(); ++i) out.ranks.push_back(planner.last_plan().to_host(i));
+  return out;
+}
+
+// Plans with an existing planner.
+inline HostPlan plan_with(PortablePlanner& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+  const auto views = to_views(routing);
+  if (tpe) {
+    const auto tv = to_views(*tpe);
+    planner.plan(views, &tv);
+  } else {
+    planner.plan(views);
+  }
+  return to_host(planner);
+}
+
+// Plans with a fresh world and planner.
+inline HostPlan plan_portable(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+  InProcessWorld<Mem> world(c.ranks);
+  PortablePlanner planner(c, world);
+  return plan_with(planner, routing, tpe);
+}
+
+}  // namespace moonep::test

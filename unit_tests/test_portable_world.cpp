@@ -1,0 +1,62 @@
+// InProcessWorld's operations as the planner relies on them, and the
+// portable backend through the HostPlanner interface.
+#include "catch2_compat.hpp"
+
+#include "moonep/backend.hpp"
+#include "moonep/error.hpp"
+#include "moonep/reference.hpp"
+#include "test_portable_support.hpp"
+
+using namespace moonep;
+using namespace moonep::test;
+
+TEST_CASE("InProcessWorld puts runs into the right chunks") {
+  InProcessWorld<Mem> world(3);
+  world.allocate(10);
+  REQUIRE(world.local_ranks() == std::vector<int>({0, 1, 2}));
+  REQUIRE(world.directly_addressable());
+  Kokkos::deep_copy(world.buffer(), -7);
+  Kokkos::View<std::int32_t*, Mem> src("src", 6);
+  auto hs = Kokkos::create_mirror_view(src);
+  for (int i = 0; i < 6; ++i) hs(i) = 100 + i;
+  Kokkos::deep_copy(src, hs);
+  Kokkos::View<PutRun*, Mem> runs("runs", 2);
+  auto hr = Kokkos::create_mirror_view(runs);
+  hr(0) = PutRun{2, 0, 3, 1, 2};  // src[1..3) -> rank 2 offsets 3, 4
+  hr(1) = PutRun{0, 0, 9, 5, 1};  // src[5] -> rank 0 offset 9
+  Kokkos::deep_copy(runs, hr);
+  world.put_runs(1, src, runs);
+  world.barrier();
+  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), world.buffer());
+  for (int i = 0; i < 30; ++i) {
+    int expect = -7;
+    if (i == 23) expect = 101;
+    if (i == 24) expect = 102;
+    if (i == 9) expect = 105;
+    INFO("element " << i);
+    CHECK(hb(i) == expect);
+  }
+  auto c2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), world.chunk(2));
+  CHECK(c2(3) == 101);
+  CHECK(world.all_ok(true));
+  CHECK_FALSE(world.all_ok(false));
+}
+
+TEST_CASE("portable HostPlanner plans like the reference and survives bad loads") {
+  REQUIRE(backend_available(Backend::portable));
+  Config c;
+  c.ranks = 8; c.experts = 64; c.topk = 6; c.tokens = 128; c.copy_slots = 4; c.token_padding = 8;
+  auto hp = make_host_planner(Backend::portable, c);
+  CHECK(hp->backend() == Backend::portable);
+  const Routing routing = make_routing(c, Shape::heavy_skew, 5);
+  hp->load(routing);
+  hp->step();
+  CHECK(plan_difference(plan_reference(c, routing), hp->result()) == "");
+  Routing bad = routing;
+  bad[4][3] = 64;
+  CHECK_THROWS_AS(hp->load(bad), InputError);
+  hp->step();  // still plans the last good load
+  CHECK(plan_difference(plan_reference(c, routing), hp->result()) == "");
+  const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
+  CHECK(plan_difference(plan_reference(c, routing), plan_host(Backend::portable, c, routing, &tpe)) == "");
+}
