@@ -4,7 +4,9 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "moonep/mpi_world.hpp"
@@ -24,9 +26,15 @@ inline int world_size() {
 
 // Both implementations. The tests run on one node, where both can be built:
 // shared (what auto picks here) and the forced rma world.
+// MOONEP_TEST_MPI_WORLDS=rma restricts the tests to the rma world (for runs
+// whose MPI offers no shared-memory windows, e.g. Open MPI with
+// --mca osc pt2pt, which sends every MPI_Put as a message).
 inline std::vector<moonep::MpiWorldKind> world_kinds() {
+  const char* only = std::getenv("MOONEP_TEST_MPI_WORLDS");
+  if (only && std::string(only) == "rma") return {moonep::MpiWorldKind::rma};
   return {moonep::MpiWorldKind::shared, moonep::MpiWorldKind::rma};
 }
+inline bool shared_windows() { return world_kinds().front() == moonep::MpiWorldKind::shared; }
 
 // True on every process iff `mine` is true on every process: a check whose
 // failure on one rank every rank must see (so no rank walks on alone).

@@ -110,6 +110,7 @@ TEST_CASE("MPI world: several runs per call, long runs, empty runs, into one chu
 TEST_CASE("MPI world: chunk addressing") {
   const int R = moonep_test::world_size(), me = moonep_test::world_rank();
   SECTION("shared: chunk(r) is rank r's memory, contiguous, and local_chunk is chunk(me)") {
+    if (!moonep_test::shared_windows()) return;
     moonep::MpiSharedWorld w(MPI_COMM_WORLD);
     CHECK(w.directly_addressable());
     const std::int64_t n = 37;
@@ -207,6 +208,7 @@ TEST_CASE("MPI world: caller bugs are errors, on every process where collective"
 }
 
 TEST_CASE("MPI world: auto picks the shared-memory world on one node") {
+  if (!moonep_test::shared_windows()) return;
   // mpirun on this one machine: every process shares the node.
   REQUIRE(moonep::mpi_comm_on_one_node(MPI_COMM_WORLD));
   auto w = moonep::make_mpi_world(MPI_COMM_WORLD);

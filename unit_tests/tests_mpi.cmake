@@ -37,3 +37,21 @@ function(moonep_add_mpi_test name maxnp)
 endfunction()
 
 moonep_add_mpi_test(test_mpi_world 4 test_mpi_world.cpp)
+if(EXISTS ${PROJECT_SOURCE_DIR}/include/moonep/planner.hpp)
+  moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
+endif()
+
+# Open MPI on one node puts MPI_Win_allocate windows in shared memory (osc
+# sm) too; forcing osc pt2pt sends every MPI_Put as a message, as across
+# nodes. Only the rma world can run there.
+if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  foreach(_t test_mpi_world test_mpi_planner)
+    if(TARGET ${_t})
+      add_test(NAME ${_t}_rma_pt2pt_np3
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${_moonep_mpi_preflags} --mca osc pt2pt
+                       $<TARGET_FILE:${_t}> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(${_t}_rma_pt2pt_np3 PROPERTIES TIMEOUT 120 PROCESSORS 3 LABELS mpi
+                           ENVIRONMENT "${_moonep_mpi_env};MOONEP_TEST_MPI_WORLDS=rma")
+    endif()
+  endforeach()
+endif()
