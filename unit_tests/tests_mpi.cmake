@@ -55,3 +55,76 @@ if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
     endif()
   endforeach()
 endif()
+
+# ---- moonep-plan --world mpi, run as a user runs it (mpirun -q: mpirun
+# itself stays quiet, so stderr holds only moonep-plan's line). Reuses the
+# CLI test runner and plan checker of the io tests (unit_tests/cli).
+set(_moonep_cli_runner ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_cli_case.cmake)
+if(TARGET moonep-plan AND TARGET check_plan_file AND EXISTS ${_moonep_cli_runner}
+   AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
+  set(_problems ${CMAKE_CURRENT_SOURCE_DIR}/cli/problems)
+  set(_work ${CMAKE_CURRENT_BINARY_DIR}/mpi_cli_work)
+  # moonep_mpi_cli_test(NAME NP WORLD ARGS a|b|c [run_cli_case keys...]):
+  # mpirun -np NP moonep-plan --world mpi ARGS, with the MPI world WORLD.
+  function(moonep_mpi_cli_test name np world)
+    cmake_parse_arguments(T "" "ARGS;EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;OUTPUT;OUTPUT_MODE;CHECK" "" ${ARGN})
+    string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
+    set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
+    if(_pre)
+      set(_args "${_args}|${_pre}")
+    endif()
+    if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+      set(_args "${_args}|-q")
+    endif()
+    set(_args "${_args}|$<TARGET_FILE:moonep-plan>|--world|mpi|${T_ARGS}")
+    set(defs -DEXE=${MPIEXEC_EXECUTABLE} "-DARGS=${_args}" -DWORK=${_work}/${name} -DEXPECT_RC=${T_EXPECT_RC})
+    foreach(key EXPECT_STDERR EXPECT_STDOUT OUTPUT OUTPUT_MODE CHECK)
+      if(DEFINED T_${key})
+        list(APPEND defs "-D${key}=${T_${key}}")
+      endif()
+    endforeach()
+    add_test(NAME mpi_cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_moonep_cli_runner})
+    set_tests_properties(mpi_cli_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
+                         ENVIRONMENT "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
+  endfunction()
+
+  # Problem files: the plan rank 0 writes is plan_reference's.
+  foreach(_world shared rma)
+    foreach(_p good good_tpe)
+      moonep_mpi_cli_test(plan_${_p}_${_world} 4 ${_world}
+        ARGS "--input|${_problems}/${_p}.json|--output|${_work}/plan_${_p}_${_world}/plan.json"
+        EXPECT_RC 0 OUTPUT ${_work}/plan_${_p}_${_world}/plan.json OUTPUT_MODE created
+        CHECK "$<TARGET_FILE:check_plan_file>|${_problems}/${_p}.json|${_work}/plan_${_p}_${_world}/plan.json")
+    endforeach()
+  endforeach()
+  # Synthetic steps at np 1..3 (auto world), with the summary on rank 0.
+  foreach(_np 1 2 3)
+    math(EXPR _e "16 * ${_np}")
+    set(_d ${_work}/synthetic_np${_np})
+    moonep_mpi_cli_test(synthetic_np${_np} ${_np} auto
+      ARGS "--ranks|${_np}|--experts|${_e}|--topk|4|--tokens|64|--copy-slots|2|--token-padding|8|--imbalance|2|--steps|2|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
+      EXPECT_RC 0 EXPECT_STDOUT "max/mean |MPI ranks, shared world" OUTPUT ${_d}/plan.json OUTPUT_MODE created
+      CHECK "$<TARGET_FILE:check_plan_file>|${_d}/problem.json|${_d}/plan.json")
+  endforeach()
+  # Failures: every process exits non-zero, rank 0 prints one line, no file
+  # is written (and an existing one is left alone), nobody hangs.
+  moonep_mpi_cli_test(bad_input 4 auto
+    ARGS "--input|${CMAKE_CURRENT_SOURCE_DIR}/cli/bad/expert_out_of_range.json|--output|${_work}/bad_input/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "expert_out_of_range.json: |routing[1][3] = 16 is not an expert id"
+    OUTPUT ${_work}/bad_input/plan.json OUTPUT_MODE both)
+  moonep_mpi_cli_test(wrong_np 3 auto
+    ARGS "--input|${_problems}/good.json|--output|${_work}/wrong_np/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4"
+    OUTPUT ${_work}/wrong_np/plan.json OUTPUT_MODE both)
+  moonep_mpi_cli_test(missing_input 2 auto
+    ARGS "--input|${_work}/missing_input/nope.json|--output|${_work}/missing_input/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "cannot read problem file"
+    OUTPUT ${_work}/missing_input/plan.json OUTPUT_MODE absent)
+  moonep_mpi_cli_test(stdin_input 2 auto ARGS "--input|-" EXPECT_RC 2 EXPECT_STDERR "give a file, not '-'")
+  moonep_mpi_cli_test(unknown_world 2 nccl ARGS "--input|${_problems}/good.json" EXPECT_RC 2
+    EXPECT_STDERR "unknown MPI world 'nccl' (expected auto, shared or rma)")
+  moonep_mpi_cli_test(output_dir_missing 4 auto
+    ARGS "--input|${_problems}/good.json|--output|${_work}/output_dir_missing/no/plan.json"
+    EXPECT_RC 1 EXPECT_STDERR "cannot write plan file"
+    OUTPUT ${_work}/output_dir_missing/no/plan.json OUTPUT_MODE absent)
+endif()

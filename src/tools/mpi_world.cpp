@@ -7,8 +7,8 @@
 // Failures: every stage ends with all processes agreeing on success, so one
 // process's bad input (or unreadable file) makes every process exit non-zero
 // and none waits forever in a collective. Rank 0 prints the one error line
-// (the first failing rank's message, forwarded); the others exit silently
-// with the same status. Nothing is written unless every rank planned.
+// (the first failing rank's message, forwarded), the others exit silently
+// with the same status, and run_mpi_world returns it rather than throwing. Nothing is written unless every rank planned.
 #include <mpi.h>
 
 #include <algorithm>
@@ -71,10 +71,9 @@ int status_of(const std::exception& e) {
 }
 
 // Runs `stage` on every process and agrees on its outcome (collective).
-// Returns 0 when every process succeeded. Otherwise: on rank 0, throws the
-// first failing rank's error (InputError for status 2, RuntimeError for 1),
-// which main() prints as the one line; on the other ranks returns the
-// status to exit with, silently.
+// Returns 0 when every process succeeded. Otherwise every process returns
+// the worst status (2 bad usage or input, 1 other failures) and rank 0 has
+// printed the first failing rank's error as the one line on stderr.
 int agreed_stage(const std::function<void()>& stage, int rank, int size) {
   int status = 0;
   std::string message;
@@ -105,9 +104,18 @@ int agreed_stage(const std::function<void()>& stage, int rank, int size) {
       MPI_Recv(&message[0], len, MPI_CHAR, first, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
   }
-  if (rank != 0) return worst;
-  if (worst == 2) throw InputError(message);
-  throw RuntimeError(message);
+  // Rank 0 prints the line itself, before anybody exits: mpirun kills the
+  // remaining processes as soon as one exits non-zero, which would lose a
+  // line printed later by main(). Same format as main()'s.
+  if (rank == 0) {
+    for (char& c : message)
+      if (c == '\n' || c == '\r') c = ' ';
+    std::fflush(stdout);
+    std::fprintf(stderr, "moonep-plan: error: %s\n", message.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return worst;
 }
 
 // The world kind: --mpi-world when PlanOptions has it (detected, so that
