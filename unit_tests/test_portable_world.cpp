@@ -60,3 +60,62 @@ TEST_CASE("portable HostPlanner plans like the reference and survives bad loads"
   const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
   CHECK(plan_difference(plan_reference(c, routing), plan_host(Backend::portable, c, routing, &tpe)) == "");
 }
+
+namespace {
+
+// A world that hides direct addressing, like an MPI world across nodes:
+// the planner must then move every table through put_runs.
+class NoSharedMemoryWorld final : public World<Mem> {
+ public:
+  explicit NoSharedMemoryWorld(int ranks) : inner_(ranks) {}
+  int size() const override { return inner_.size(); }
+  const std::vector<int>& local_ranks() const override { return inner_.local_ranks(); }
+  void allocate(std::int64_t n) override { inner_.allocate(n); }
+  std::int64_t chunk_elements() const override { return inner_.chunk_elements(); }
+  chunk_view local_chunk(int r) const override { return inner_.local_chunk(r); }
+  bool directly_addressable() const override { return false; }
+  chunk_view chunk(int) const override { throw RuntimeError("not addressable"); }
+  void put_runs(int src_rank, source_view src, run_view runs) override {
+    ++puts;
+    inner_.put_runs(src_rank, src, runs);
+  }
+  void barrier() override {
+    ++barriers;
+    inner_.barrier();
+  }
+  bool all_ok(bool ok) override { return inner_.all_ok(ok); }
+  int puts = 0, barriers = 0;
+
+ private:
+  InProcessWorld<Mem> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("without direct addressing the tables travel through put_runs and plans stay exact") {
+  Config c;
+  c.ranks = 6; c.experts = 24; c.topk = 4; c.tokens = 50; c.copy_slots = 2; c.token_padding = 4;
+  NoSharedMemoryWorld world(c.ranks);
+  PortablePlanner planner(c, world);
+  for (int step = 0; step < 4; ++step) {
+    const Routing routing = make_routing(c, step % 2 ? Shape::random_dups : Shape::heavy_skew, 300 + step);
+    world.puts = world.barriers = 0;
+    CHECK(plan_difference(plan_reference(c, routing), plan_with(planner, routing)) == "");
+    // Phase A (one per rank), Phase B (own tables + shared tables), Phase C2 (one per rank).
+    CHECK(world.puts == c.ranks + 2 + c.ranks);
+    CHECK(world.barriers == 3);
+  }
+}
+
+TEST_CASE("plans live in the same views step after step (no per-step allocation of outputs)") {
+  Config c;
+  c.ranks = 3; c.experts = 9; c.topk = 2; c.tokens = 30; c.copy_slots = 2; c.token_padding = 2;
+  InProcessWorld<Mem> world(c.ranks);
+  PortablePlanner planner(c, world);
+  plan_with(planner, make_routing(c, Shape::skewed, 1));
+  const auto* dst0 = planner.last_plan().ranks[0].dst.data();
+  const auto* buf = world.buffer().data();
+  plan_with(planner, make_routing(c, Shape::uniform, 2));
+  CHECK(planner.last_plan().ranks[0].dst.data() == dst0);
+  CHECK(world.buffer().data() == buf);
+}

@@ -198,11 +198,7 @@ class Planner {
     const std::int64_t slots_at = layout_.slots, slots_len = 3 * layout_.NvS;
     for (std::size_t li = 0; li < local_.size(); ++li) {
       const Local& l = local_[li];
-      auto chunk = world_.local_chunk(l.rank);
-      Kokkos::parallel_for(
-          "moonep::portable::phaseA_clear_slots",
-          Kokkos::RangePolicy<ExecutionSpace>(exec_, slots_at, slots_at + slots_len),
-          KOKKOS_LAMBDA(const std::int64_t i) { chunk(i) = -1; });
+      impl::portable::clear_slots(exec_, world_.local_chunk(l.rank), slots_at, slots_len);
       impl::portable::stable_counting_sort(exec_, l.input, layout_.E, routing[li]);
       impl::compat::fence(exec_, "moonep::portable::phaseA_before_put");
       world_.put_runs(l.rank, l.input.counts, l.tpe_run);

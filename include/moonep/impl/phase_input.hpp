@@ -89,6 +89,15 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
   return bad + mismatch;
 }
 
+// Phase A: a rank's receive slots start empty (-1) every step; the sources
+// fill the used ones in Phase C2. Touches the rank's own chunk only.
+template <class Exec>
+void clear_slots(const Exec& exec, typename Types<Exec>::ivec chunk, std::int64_t begin, std::int64_t len) {
+  Kokkos::parallel_for(
+      "moonep::portable::phaseA_clear_slots", Kokkos::RangePolicy<Exec>(exec, begin, begin + len),
+      KOKKOS_LAMBDA(const std::int64_t i) { chunk(i) = -1; });
+}
+
 // Phase C1: pos[i] = position of entry i in the stable sort by expert.
 // Consumes hist (its per-block starts are advanced as entries are placed).
 template <class Exec>
