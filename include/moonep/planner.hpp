@@ -108,10 +108,16 @@ class Planner {
                         const std::vector<input_view>* tokens_per_expert = nullptr) {
     impl::compat::ProfilingRegion region("moonep::portable::plan");
 #if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
-    // CUDA dispatch point: on a Kokkos build with the CUDA backend, the CUDA
-    // specialization (moonep/cuda_planner.hpp, src/cuda_specializations)
-    // plans the step from the same CudaSpace views on exec's stream; it
-    // returns false when it cannot (then the portable phases below run).
+    // CUDA dispatch point (not compiled on hosts without CUDA). On a Kokkos
+    // build with the CUDA backend, Planner<Kokkos::Cuda> hands the step to
+    // the CUDA specialization, declared by moonep/cuda_planner.hpp as
+    //   bool cuda_dispatch_portable_step(const Config&, World<Kokkos::CudaSpace>&,
+    //       cudaStream_t, const std::vector<View<const int32_t*, CudaSpace>>& routing,
+    //       const std::vector<...>* tokens_per_expert,
+    //       std::vector<RankPlanView<Kokkos::CudaSpace>>& outputs);
+    // It plans into the same output views on exec's stream (validating and
+    // rejecting bad input itself) and returns false when it cannot handle
+    // this world or config; the portable phases below then run instead.
     if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
       if (cuda_dispatch_portable_step(config_, world_, exec_.cuda_stream(), routing, tokens_per_expert,
                                       plan_.ranks)) {

@@ -12,6 +12,8 @@
 //  * put_runs() is one-sided and issued on behalf of one local rank. It may
 //    complete asynchronously: the data is only guaranteed to be in the
 //    destination chunks, and visible to every rank, after the next barrier().
+//    The caller has finished writing `src` and `runs` (fenced its execution
+//    space) before the call and leaves `src` unchanged until that barrier.
 //    Two puts into the same destination values between two barriers are a
 //    caller bug.
 //  * local_chunk(r) of a local rank is ordinary memory of MemorySpace: the

@@ -320,7 +320,7 @@ void broadcast(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
         runs(d) = PutRun{d, 0, own_at, d * own_len, own_len};
         runs(R + d) = PutRun{d, 0, shared_at, shared_at, shared_used};
       });
-  const typename World<typename T::mem>::source_view own_src(rs.own_stage.data(), rs.own_stage.span());
+  const typename World<typename T::mem>::source_view own_src(rs.own_stage.data(), rs.own_stage.size());
   world.put_runs(0, own_src, Kokkos::subview(runs, Kokkos::make_pair(0, R)));
   if (!world.directly_addressable() && R > 1) {
     // Rank 0 already holds the shared tables: send to ranks 1..R-1.

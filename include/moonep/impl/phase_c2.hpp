@@ -91,23 +91,35 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& L, int rank, co
           rank_of[k] = shared(sh_pairs + 3 * lo);
           raw[k] = static_cast<std::int32_t>(shared(sh_pairs + 3 * lo + 2) + G);
         }
+        // Step 7/8 within the token in O(K): per destination rank, its
+        // first k (the primary) and how many later entries share it. R is
+        // at most kMaxRanks, so the per-rank tables fit on the stack.
+        std::int8_t first_k[kMaxRanks];
+        std::int8_t later[kMaxRanks];
+        std::int8_t index_of[32];
+        for (int k = 0; k < K; ++k) first_k[rank_of[k]] = -1;
+        for (int k = 0; k < K; ++k) {
+          // Branch-free: whether an entry repeats a rank is data, not pattern.
+          const std::int32_t d = rank_of[k];
+          const std::int8_t f = first_k[d];
+          const bool fresh = f < 0;
+          const std::int8_t seen = fresh ? 0 : static_cast<std::int8_t>(later[d] + 1);
+          index_of[k] = fresh ? 0 : static_cast<std::int8_t>(seen - 1);
+          later[d] = seen;
+          first_k[d] = fresh ? static_cast<std::int8_t>(k) : f;
+        }
         for (int k = 0; k < K; ++k) {
           const std::int64_t i = first + k;
           const std::int32_t d = rank_of[k];
-          int primary = k;
-          for (int k2 = 0; k2 < k; ++k2) {
-            if (rank_of[k2] == d) { primary = k2; break; }
-          }
+          const int primary = first_k[d];
           std::int32_t link = -1, index = 0;
           if (primary < k) {
             dst(i) = -raw[k] - 1;
             link = static_cast<std::int32_t>(raw[primary] - d * NvS);
-            for (int k2 = primary + 1; k2 < k; ++k2) index += rank_of[k2] == d ? 1 : 0;
+            index = index_of[k];
           } else {
             dst(i) = raw[k];
-            std::int32_t n = 0;
-            for (int k2 = k + 1; k2 < K; ++k2) n += rank_of[k2] == d ? 1 : 0;
-            if (n > 0) link = -2 - n;
+            if (later[d] > 0) link = -2 - later[d];
           }
           const std::int64_t j3 = 3 * static_cast<std::int64_t>(pos(i));
           staging(j3) = static_cast<std::int32_t>(src_base + i);

@@ -65,9 +65,9 @@ struct RankPlanView {
  private:
   template <class View>
   static void copy(const View& v, std::vector<std::int32_t>& out) {
-    out.resize(v.span());
+    out.resize(v.size());
     Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(out.data(), out.size());
-    Kokkos::View<const std::int32_t*, MemorySpace, Kokkos::MemoryUnmanaged> flat(v.data(), v.span());
+    Kokkos::View<const std::int32_t*, MemorySpace, Kokkos::MemoryUnmanaged> flat(v.data(), v.size());
     Kokkos::deep_copy(host, flat);
   }
 };
