@@ -160,6 +160,11 @@ TEST_CASE("MPI world: works on a duplicate of any communicator, e.g. a split one
   MPI_Comm_size(half, &half_size);
   for (const auto kind : world_kinds()) {
     INFO("world " << moonep::to_string(kind));
+    if (kind == MpiWorldKind::rma && R > 1 && moonep_test::rma_split_hazard()) {
+      WARN("rma world on split communicators skipped: Open MPI < 5 osc/rdma (open-mpi/ompi#9492); "
+           "test_mpi_world_rma_pt2pt covers it");
+      continue;
+    }
     {
       auto w = moonep::make_mpi_world(half, kind);
       int cmp = MPI_IDENT;
@@ -168,7 +173,8 @@ TEST_CASE("MPI world: works on a duplicate of any communicator, e.g. a split one
       CHECK(w->size() == half_size);
       CHECK(w->rank() == half_rank);
       w->allocate(static_cast<std::int64_t>(half_size) * W + T);
-      CHECK(exchange_round(*w, 7) == 0);
+      // Payloads differ between the halves, so crossed wires would show.
+      CHECK(exchange_round(*w, 7 + 100 * (me % 2)) == 0);
       // The caller's communicator keeps its own error handler.
       MPI_Errhandler eh;
       MPI_Comm_get_errhandler(half, &eh);

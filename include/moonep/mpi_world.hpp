@@ -20,6 +20,16 @@
 // error string. Construction, allocate(), barrier(), all_ok() and the
 // destructor are collective over the communicator. MPI must be initialised
 // before construction and still be initialised when the world is destroyed.
+//
+// Known MPI bug (not ours, no workaround possible inside one communicator):
+// Open MPI before 5.0, when its osc/rdma component carries the windows (one
+// node without UCX, or TCP clusters), names each window's node-local
+// segment after the communicator's context id, which the disjoint
+// communicators of one MPI_Comm_split share. Two MpiRmaWorlds on such
+// communicators, with processes on the same node, can then map the same
+// memory and corrupt each other's plans (open-mpi/ompi#9492, fixed in 5.0).
+// Use Open MPI >= 5, or --mca osc ucx / --mca osc pt2pt, in that setting.
+// MpiSharedWorld (osc/sm) is not affected.
 #pragma once
 
 #include <mpi.h>
