@@ -21,6 +21,17 @@
 //
 // Construction allocates everything (the symmetric buffer, through the
 // world, and all scratch); plan() allocates nothing on the success path.
+// plan() reads a few scalars back to the host per step (the validation
+// counts, rank 0's pair count, each rank's run count: the sizes the world's
+// puts need).
+//
+// Use (all ranks in one process):
+//   moonep::InProcessWorld<Kokkos::DefaultExecutionSpace::memory_space> world(config.ranks);
+//   moonep::Planner<> planner(config, world);
+//   for (each step) {
+//     const auto& plan = planner.plan(routing_views);   // one view per local rank
+//     use plan.ranks[i].dst, ... (Kokkos views) or plan.to_host(i)
+//   }
 #pragma once
 
 #include <cstdint>
@@ -95,6 +106,10 @@ class Planner {
       if (r == 0) root_ = impl::portable::RootScratch<ExecutionSpace>(layout_);
     }
   }
+
+  // One planner per world: it owns the world's buffer layout and scratch.
+  Planner(const Planner&) = delete;
+  Planner& operator=(const Planner&) = delete;
 
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
