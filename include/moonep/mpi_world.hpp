@@ -1,0 +1,152 @@
+// moonep/mpi_world.hpp — Worlds whose ranks are MPI processes, one rank per
+// process (rank = the process's rank in the communicator it was given).
+//
+// Two implementations of the World contract (moonep/world.hpp), both over
+// host memory:
+//  * MpiSharedWorld: every process on one node. The symmetric buffer is one
+//    MPI-3 shared-memory window (contiguous), so every rank's chunk is
+//    ordinary memory this process can read and write: directly_addressable()
+//    is true and put_runs() is a memcpy into the peer's chunk.
+//  * MpiRmaWorld: no shared memory assumed (ranks on several nodes). Each
+//    rank's chunk lives in an MPI_Win_allocate window; put_runs() issues
+//    MPI_Put and barrier() completes them. directly_addressable() is false,
+//    so the planner moves everything through put_runs().
+// make_mpi_world() picks one (shared when the whole communicator is on one
+// node) unless told which.
+//
+// Both duplicate the caller's communicator (any communicator, not only
+// MPI_COMM_WORLD), set MPI_ERRORS_RETURN on the duplicate and on their
+// windows, and turn every MPI error into moonep::RuntimeError carrying MPI's
+// error string. Construction, allocate(), barrier(), all_ok() and the
+// destructor are collective over the communicator. MPI must be initialised
+// before construction and still be initialised when the world is destroyed.
+//
+// Known MPI bug (not ours, no workaround possible inside one communicator):
+// Open MPI before 5.0, when its osc/rdma component carries the windows (one
+// node without UCX, or TCP clusters), names each window's node-local
+// segment after the communicator's context id, which the disjoint
+// communicators of one MPI_Comm_split share. Two MpiRmaWorlds on such
+// communicators, with processes on the same node, can then map the same
+// memory and corrupt each other's plans (open-mpi/ompi#9492, fixed in 5.0).
+// Use Open MPI >= 5, or --mca osc ucx / --mca osc pt2pt, in that setting.
+// MpiSharedWorld (osc/sm) is not affected.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moonep/world.hpp"
+
+namespace moonep {
+
+enum class MpiWorldKind { automatic, shared, rma };
+
+// "auto", "shared", "rma"; InputError for anything else.
+MpiWorldKind mpi_world_kind_from_string(const std::string& name);
+const char* to_string(MpiWorldKind kind);
+
+// What both MPI worlds share: the duplicated communicator, the one window
+// of the symmetric buffer, the collectives. Not copyable or movable (it owns
+// MPI handles whose release is collective).
+class MpiWorld : public World<Kokkos::HostSpace> {
+ public:
+  ~MpiWorld() override;
+  MpiWorld(const MpiWorld&) = delete;
+  MpiWorld& operator=(const MpiWorld&) = delete;
+
+  int size() const override { return size_; }
+  const std::vector<int>& local_ranks() const override { return local_; }
+  std::int64_t chunk_elements() const override { return chunk_; }
+
+  // Collective: allocates a new window (freeing the previous one, so views
+  // handed out before no longer point anywhere). Every process must pass
+  // the same `elements`: a mismatch is a RuntimeError on every process.
+  void allocate(std::int64_t elements) override;
+
+  chunk_view local_chunk(int rank) const override;
+
+  // MPI_Allreduce(MPI_LAND) over the communicator.
+  bool all_ok(bool local_ok) override;
+
+  // This process's rank (its only local rank) and the world's own
+  // duplicate of the caller's communicator.
+  int rank() const { return rank_; }
+  MPI_Comm comm() const { return comm_; }
+  // shared or rma (never automatic).
+  virtual MpiWorldKind kind() const = 0;
+
+ protected:
+  MpiWorld(MPI_Comm user_comm, const char* name);
+
+  // Creates the window of `bytes` bytes for this process and sets base_ (and
+  // whatever the subclass needs to address peers). Called by allocate().
+  virtual void create_window(std::int64_t bytes) = 0;
+  // Throws RuntimeError("<name>: <call> failed: <MPI error string>") unless
+  // rc is MPI_SUCCESS.
+  void check(int rc, const char* call) const;
+  // Throws RuntimeError unless `run` stays inside the source and the chunk.
+  void check_run(const PutRun& run, std::int64_t src_len) const;
+  void free_window() noexcept;
+
+  const char* name_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<int> local_;
+  std::int64_t chunk_ = 0;
+  std::int32_t* base_ = nullptr;  // this process's chunk
+};
+
+// One node, one MPI-3 shared-memory window: chunks addressed in place.
+class MpiSharedWorld final : public MpiWorld {
+ public:
+  // Throws RuntimeError if the communicator's processes do not all share
+  // one node (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) is smaller).
+  explicit MpiSharedWorld(MPI_Comm comm);
+  ~MpiSharedWorld() override;
+
+  MpiWorldKind kind() const override { return MpiWorldKind::shared; }
+  bool directly_addressable() const override { return true; }
+  chunk_view chunk(int rank) const override;
+  void put_runs(int src_rank, source_view src, run_view runs) override;
+  void barrier() override;
+
+ private:
+  void create_window(std::int64_t bytes) override;
+  MPI_Comm node_comm_ = MPI_COMM_NULL;  // same processes, same rank order
+  std::vector<std::int32_t*> peers_;    // chunk of every rank, via MPI_Win_shared_query
+};
+
+// No shared memory: MPI_Put into per-rank windows.
+class MpiRmaWorld final : public MpiWorld {
+ public:
+  explicit MpiRmaWorld(MPI_Comm comm);
+
+  MpiWorldKind kind() const override { return MpiWorldKind::rma; }
+  bool directly_addressable() const override { return false; }
+  // Throws RuntimeError: peers' chunks are not addressable here.
+  chunk_view chunk(int rank) const override;
+  // `src` must stay unchanged until the next barrier() (the puts may still
+  // be reading it).
+  void put_runs(int src_rank, source_view src, run_view runs) override;
+  void barrier() override;
+
+ private:
+  void create_window(std::int64_t bytes) override;
+};
+
+// True when every process of `comm` shares this process's node.
+bool mpi_comm_on_one_node(MPI_Comm comm);
+
+// Collective over `comm`. automatic: MpiSharedWorld when the whole
+// communicator is on one node, else MpiRmaWorld; shared/rma force one
+// (shared throws RuntimeError on every process if the ranks span nodes).
+std::unique_ptr<MpiWorld> make_mpi_world(MPI_Comm comm,
+                                         MpiWorldKind kind = MpiWorldKind::automatic);
+
+}  // namespace moonep

@@ -1,0 +1,137 @@
+# MPI worlds (and, with the portable planner, planning over them), run under
+# mpirun with 1..4 processes. Each binary is one Catch2 session per process;
+# the main initialises MPI and makes every rank agree on the exit code.
+if(NOT MoonEP_HAVE_MPI)
+  return()
+endif()
+
+add_library(moonep_test_main_mpi OBJECT test_main.cpp)
+target_link_libraries(moonep_test_main_mpi PUBLIC moonep moonep_catch2)
+target_include_directories(moonep_test_main_mpi PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_definitions(moonep_test_main_mpi PUBLIC MOONEP_TEST_WITH_MPI)
+
+# Open MPI refuses more processes than cores (CI has 2) and root without
+# being told.
+set(_moonep_mpi_preflags ${MPIEXEC_PREFLAGS})
+set(_moonep_mpi_env "")
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _moonep_mpiexec_version
+                ERROR_QUIET TIMEOUT 20)
+if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  list(APPEND _moonep_mpi_preflags --oversubscribe)
+  set(_moonep_mpi_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+endif()
+
+# moonep_add_mpi_test(NAME MAXNP source...): NAME_np1 .. NAME_npMAXNP.
+function(moonep_add_mpi_test name maxnp)
+  add_executable(${name} ${ARGN} $<TARGET_OBJECTS:moonep_test_main_mpi>)
+  target_link_libraries(${name} PRIVATE moonep moonep_catch2)
+  target_compile_definitions(${name} PRIVATE MOONEP_TEST_WITH_MPI)
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+  foreach(np RANGE 1 ${maxnp})
+    add_test(NAME ${name}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
+                     $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${name}_np${np} PROPERTIES TIMEOUT 120 PROCESSORS ${np}
+                         ENVIRONMENT "${_moonep_mpi_env}" LABELS mpi)
+  endforeach()
+endfunction()
+
+moonep_add_mpi_test(test_mpi_world 4 test_mpi_world.cpp)
+if(EXISTS ${PROJECT_SOURCE_DIR}/include/moonep/planner.hpp)
+  moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
+endif()
+
+# Open MPI on one node backs MPI_Win_allocate windows with shared memory
+# (osc rdma over vader); forcing osc pt2pt sends every MPI_Put as a message,
+# as across nodes. Only the rma world can run there. These runs also cover
+# the rma world on split communicators, which the default runs skip with
+# Open MPI < 5 (its osc rdma lets disjoint communicators' windows collide:
+# open-mpi/ompi#9492).
+if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  foreach(_t test_mpi_world test_mpi_planner)
+    if(TARGET ${_t})
+      add_test(NAME ${_t}_rma_pt2pt_np4
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_moonep_mpi_preflags} --mca osc pt2pt
+                       $<TARGET_FILE:${_t}> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(${_t}_rma_pt2pt_np4 PROPERTIES TIMEOUT 120 PROCESSORS 4 LABELS mpi
+                           ENVIRONMENT "${_moonep_mpi_env};MOONEP_TEST_MPI_WORLDS=rma")
+    endif()
+  endforeach()
+endif()
+
+# ---- moonep-plan --world mpi, run as a user runs it (mpirun -q: mpirun
+# itself stays quiet, so stderr holds only moonep-plan's line). Reuses the
+# CLI test runner and plan checker of the io tests (unit_tests/cli).
+set(_moonep_cli_runner ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_cli_case.cmake)
+set(_checker moonep_check_plan_file)
+if(NOT TARGET ${_checker})
+  set(_checker check_plan_file)  # its name in the first io commits
+endif()
+if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
+   AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
+  set(_problems ${CMAKE_CURRENT_SOURCE_DIR}/cli/problems)
+  set(_work ${CMAKE_CURRENT_BINARY_DIR}/mpi_cli_work)
+  # moonep_mpi_cli_test(NAME NP WORLD ARGS a|b|c [run_cli_case keys...]):
+  # mpirun -np NP moonep-plan --world mpi ARGS, with the MPI world WORLD.
+  function(moonep_mpi_cli_test name np world)
+    cmake_parse_arguments(T "" "ARGS;EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;OUTPUT;OUTPUT_MODE;CHECK" "" ${ARGN})
+    string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
+    set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
+    if(_pre)
+      set(_args "${_args}|${_pre}")
+    endif()
+    if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+      set(_args "${_args}|-q")
+    endif()
+    set(_args "${_args}|$<TARGET_FILE:moonep-plan>|--world|mpi|${T_ARGS}")
+    set(defs -DEXE=${MPIEXEC_EXECUTABLE} "-DARGS=${_args}" -DWORK=${_work}/${name} -DEXPECT_RC=${T_EXPECT_RC})
+    foreach(key EXPECT_STDERR EXPECT_STDOUT OUTPUT OUTPUT_MODE CHECK)
+      if(DEFINED T_${key})
+        list(APPEND defs "-D${key}=${T_${key}}")
+      endif()
+    endforeach()
+    add_test(NAME mpi_cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_moonep_cli_runner})
+    set_tests_properties(mpi_cli_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
+                         ENVIRONMENT "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
+  endfunction()
+
+  # Problem files: the plan rank 0 writes is plan_reference's.
+  foreach(_world shared rma)
+    foreach(_p good good_tpe)
+      moonep_mpi_cli_test(plan_${_p}_${_world} 4 ${_world}
+        ARGS "--input|${_problems}/${_p}.json|--output|${_work}/plan_${_p}_${_world}/plan.json"
+        EXPECT_RC 0 OUTPUT ${_work}/plan_${_p}_${_world}/plan.json OUTPUT_MODE created
+        CHECK "$<TARGET_FILE:${_checker}>|${_problems}/${_p}.json|${_work}/plan_${_p}_${_world}/plan.json")
+    endforeach()
+  endforeach()
+  # Synthetic steps at np 1..3 (auto world), with the summary on rank 0.
+  foreach(_np 1 2 3)
+    math(EXPR _e "16 * ${_np}")
+    set(_d ${_work}/synthetic_np${_np})
+    moonep_mpi_cli_test(synthetic_np${_np} ${_np} auto
+      ARGS "--ranks|${_np}|--experts|${_e}|--topk|4|--tokens|64|--copy-slots|2|--token-padding|8|--imbalance|2|--steps|2|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
+      EXPECT_RC 0 EXPECT_STDOUT "max/mean |MPI ranks, shared world" OUTPUT ${_d}/plan.json OUTPUT_MODE created
+      CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
+  endforeach()
+  # Failures: every process exits non-zero, rank 0 prints one line, no file
+  # is written (and an existing one is left alone), nobody hangs.
+  moonep_mpi_cli_test(bad_input 4 auto
+    ARGS "--input|${CMAKE_CURRENT_SOURCE_DIR}/cli/bad/expert_out_of_range.json|--output|${_work}/bad_input/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "expert_out_of_range.json: |routing[1][3] = 16 is not an expert id"
+    OUTPUT ${_work}/bad_input/plan.json OUTPUT_MODE both)
+  moonep_mpi_cli_test(wrong_np 3 auto
+    ARGS "--input|${_problems}/good.json|--output|${_work}/wrong_np/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4"
+    OUTPUT ${_work}/wrong_np/plan.json OUTPUT_MODE both)
+  moonep_mpi_cli_test(missing_input 2 auto
+    ARGS "--input|${_work}/missing_input/nope.json|--output|${_work}/missing_input/plan.json"
+    EXPECT_RC 2 EXPECT_STDERR "cannot read problem file"
+    OUTPUT ${_work}/missing_input/plan.json OUTPUT_MODE absent)
+  moonep_mpi_cli_test(stdin_input 2 auto ARGS "--input|-" EXPECT_RC 2 EXPECT_STDERR "give a file, not '-'")
+  moonep_mpi_cli_test(unknown_world 2 nccl ARGS "--input|${_problems}/good.json" EXPECT_RC 2
+    EXPECT_STDERR "unknown MPI world 'nccl' (expected auto, shared or rma)")
+  moonep_mpi_cli_test(output_dir_missing 4 auto
+    ARGS "--input|${_problems}/good.json|--output|${_work}/output_dir_missing/no/plan.json"
+    EXPECT_RC 1 EXPECT_STDERR "cannot write plan file"
+    OUTPUT ${_work}/output_dir_missing/no/plan.json OUTPUT_MODE absent)
+endif()
