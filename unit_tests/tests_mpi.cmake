@@ -113,6 +113,10 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
       EXPECT_RC 0 EXPECT_STDOUT "max/mean |MPI ranks, shared world" OUTPUT ${_d}/plan.json OUTPUT_MODE created
       CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
   endforeach()
+  # --mpi-world overrides $MOONEP_MPI_WORLD (set to shared here).
+  moonep_mpi_cli_test(option_overrides_env 2 shared
+    ARGS "--mpi-world|rma|--ranks|2|--experts|8|--topk|2|--tokens|32|--steps|1"
+    EXPECT_RC 0 EXPECT_STDOUT "max/mean |MPI ranks, rma world")
   # Failures: every process exits non-zero, rank 0 prints one line, no file
   # is written (and an existing one is left alone), nobody hangs.
   moonep_mpi_cli_test(bad_input 4 auto

@@ -13,6 +13,9 @@
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
 
+#if MOONEP_HAVE_MPI
+#include "moonep/mpi_world.hpp"
+#endif
 #if MOONEP_HAVE_CUDA
 #include "moonep/cuda_planner.hpp"
 #endif

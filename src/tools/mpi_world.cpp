@@ -118,19 +118,10 @@ int agreed_stage(const std::function<void()>& stage, int rank, int size) {
   return worst;
 }
 
-// The world kind: --mpi-world when PlanOptions has it (detected, so that
-// this file builds against option parsers with and without it), else the
-// MOONEP_MPI_WORLD environment variable, else auto.
-template <class O>
-auto mpi_world_option(const O& o, int) -> decltype(std::string(o.mpi_world)) {
-  return o.mpi_world;
-}
-template <class O>
-std::string mpi_world_option(const O&, long) {
-  return "";
-}
+// The world kind: --mpi-world, else the MOONEP_MPI_WORLD environment
+// variable (the CLI tests use it), else auto.
 MpiWorldKind world_kind(const PlanOptions& o) {
-  std::string name = mpi_world_option(o, 0);
+  std::string name = o.mpi_world;
   if (name.empty()) {
     const char* env = std::getenv("MOONEP_MPI_WORLD");
     name = env && *env ? env : "auto";

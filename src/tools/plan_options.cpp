@@ -71,6 +71,9 @@ options:
                         available here)
   --world NAME          inprocess (default: every rank planned in this
                         process) | mpi (one process per rank, under mpirun)
+  --mpi-world KIND      with --world mpi: auto (default: shared memory when
+                        every rank is on one node, else MPI RMA) | shared |
+                        rma
   --steps N             plan N times, report the median time per step
                         (default 20 in synthetic mode, 1 with --input)
   --summary             with --input, print the summary too
@@ -116,7 +119,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       value = arg.substr(eq + 1);
     } else {
       static const char* const known[] = {
-          "--input", "--output", "--backend", "--world", "--steps", "--ranks", "--experts",
+          "--input", "--output", "--backend", "--world", "--mpi-world", "--steps", "--ranks", "--experts",
           "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
           "--save-problem"};
       bool is_known = false;
@@ -146,6 +149,10 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       if (value == "inprocess") o.world = World::inprocess;
       else if (value == "mpi") o.world = World::mpi;
       else throw UsageError("--world: unknown world '" + value + "' (expected inprocess or mpi)");
+    } else if (name == "--mpi-world") {
+      if (value != "auto" && value != "shared" && value != "rma")
+        throw UsageError("--mpi-world: unknown kind '" + value + "' (expected auto, shared or rma)");
+      o.mpi_world = value;
     } else if (name == "--steps") {
       o.steps = to_int(name, value, 1, 1000000);
     } else if (name == "--imbalance") {

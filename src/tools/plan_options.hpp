@@ -26,6 +26,8 @@ struct PlanOptions {
   std::string save_problem;  // synthetic mode: also write the problem file
   std::optional<Backend> backend;  // empty = default_backend()
   World world = World::inprocess;
+  // --mpi-world auto|shared|rma; empty = $MOONEP_MPI_WORLD, else auto.
+  std::string mpi_world;
   bool summary = false;  // print the human summary (always in synthetic mode)
   bool help = false;
 

@@ -85,6 +85,7 @@ moonep_cli_test(synthetic_too_large_for_memory
   ARGS "--ranks|128|--experts|8388608|--tokens|1|--token-padding|1|--steps|1"
   EXPECT_RC 1 EXPECT_STDERR "GiB")
 moonep_cli_test(help ARGS "--help" EXPECT_RC 0 EXPECT_STDOUT "usage: moonep-plan|--backend|--imbalance")
+moonep_cli_test(bad_mpi_world_kind ARGS "--world|mpi|--mpi-world|ring" EXPECT_RC 2 EXPECT_STDERR "--mpi-world: unknown kind 'ring'")
 if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
   moonep_cli_test(world_mpi_unavailable ARGS "--world|mpi" EXPECT_RC 1 EXPECT_STDERR "--world mpi is not available")
 endif()
