@@ -53,9 +53,7 @@
 #include "moonep/reference.hpp"
 #include "moonep/world.hpp"
 
-#if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
-#include "moonep/cuda_planner.hpp"
-#endif
+#include "moonep/impl/cuda_dispatch.hpp"
 
 namespace moonep {
 
@@ -122,24 +120,13 @@ class Planner {
   const plan_type& plan(const std::vector<input_view>& routing,
                         const std::vector<input_view>* tokens_per_expert = nullptr) {
     impl::compat::ProfilingRegion region("moonep::portable::plan");
-#if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
-    // CUDA dispatch point (not compiled on hosts without CUDA). On a Kokkos
-    // build with the CUDA backend, Planner<Kokkos::Cuda> hands the step to
-    // the CUDA specialization, declared by moonep/cuda_planner.hpp as
-    //   bool cuda_dispatch_portable_step(const Config&, World<Kokkos::CudaSpace>&,
-    //       cudaStream_t, const std::vector<View<const int32_t*, CudaSpace>>& routing,
-    //       const std::vector<...>* tokens_per_expert,
-    //       std::vector<RankPlanView<Kokkos::CudaSpace>>& outputs);
-    // It plans into the same output views on exec's stream (validating and
-    // rejecting bad input itself) and returns false when it cannot handle
-    // this world or config; the portable phases below then run instead.
-    if constexpr (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) {
-      if (cuda_dispatch_portable_step(config_, world_, exec_.cuda_stream(), routing, tokens_per_expert,
-                                      plan_.ranks)) {
-        return plan_;
-      }
+    // Kokkos Kernels style dispatch: on Kokkos::Cuda with MoonEP built with
+    // CUDA, a world of virtual ranks on one GPU is planned by the CUDA
+    // specialization in one cooperative launch (moonep/impl/cuda_dispatch.hpp);
+    // on every other execution space this is a no-op returning false.
+    if (cuda_.try_plan(config_, world_, exec_, routing, tokens_per_expert, plan_.ranks)) {
+      return plan_;
     }
-#endif
     validate_all(routing, tokens_per_expert);
     phase_a(routing);
     world_.barrier();
@@ -274,6 +261,7 @@ class Planner {
   std::vector<Local> local_;
   impl::portable::RootScratch<ExecutionSpace> root_;
   plan_type plan_;
+  impl::CudaDispatch<ExecutionSpace> cuda_;
 };
 
 }  // namespace moonep
