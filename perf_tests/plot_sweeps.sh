@@ -33,7 +33,7 @@ for f in "$data"/series*.dat; do
   [ "$(wc -l < "$f")" -ge "$min" ] || continue
   sort -n -o "$f" "$f"
   label=$(cat "${f%.dat}.label")
-  plots="${plots:+$plots, }'$f' using 1:2 with linespoints title '$label'"
+  plots="${plots:+$plots, }'$f' using 1:2 with linespoints title '$label' noenhanced"
 done
 machine=$(sed -n '2p' "$csv" | sed 's/^"\([^"]*\)".*/\1/; s/^\([^"][^,]*\),.*/\1/' | cut -c1-80)
 term=png
@@ -41,7 +41,7 @@ gnuplot -e "set terminal" 2>&1 | grep -q pngcairo && term=pngcairo
 gnuplot <<GNUPLOT
 set terminal $term size 1000,620
 set output '$png'
-set title "MoonEP: time per planning step vs tokens per rank S\n{/*0.8 $machine}"
+set title "MoonEP: time per planning step vs tokens per rank S\n$machine" noenhanced
 set xlabel 'S (tokens per rank)'
 set ylabel 'time per step (us)'
 set logscale xy
