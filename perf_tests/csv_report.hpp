@@ -2,7 +2,7 @@
 // so perf_tests/run_sweeps.sh can collect every backend's sweep in one file
 // and plot them side by side.
 //
-// Contract for a bench binary (host_sweep, mpi_bench, gpu_bench):
+// Contract for a bench binary (host_sweep, mpi_bench, moonep_gpu_bench):
 //   * `--csv FILE` appends one row per measured point to FILE, writing the
 //     header first when FILE is new or empty; its normal table output stays.
 //   * `--smoke` runs a tiny configuration (seconds), for CTest and

@@ -12,14 +12,14 @@
 # Benches, each run only when its binary is in the build:
 #   host_sweep   always (portable, reference and the stable_sort floor)
 #   mpi_bench    under "${MPIEXEC:-mpiexec} -n NP" for NP in ${NP:-2 4}
-#   gpu_bench    the CUDA benchmark
+#   moonep_gpu_bench  the CUDA benchmark (gpu_bench.cu)
 # Contract for a bench (perf_tests/csv_report.hpp): `--csv FILE` appends
 # rows with the common columns, `--smoke` runs a tiny configuration. A bench
 # binary that does not know --csv yet is skipped with a note.
 #
 # The plot needs gnuplot (Debian: apt-get install gnuplot-nox); without it
-# the driver says so and writes only the CSV. Exit status: 0, or 2 for bad
-# usage or a missing build.
+# the driver says so and writes only the CSV. Exit status: 0; 1 when a
+# bench fails; 2 for bad usage or a missing build.
 set -eu
 
 build=build
@@ -48,8 +48,24 @@ rm -f "$csv"  # one run, one file: benches append, the first writes the header
 # A bench takes part only if it speaks the CSV contract.
 speaks_csv() { grep -qa -e '--csv' "$1"; }
 
+# run_logged LOG COMMAND...: shows the command's output and appends it to
+# LOG; fails with the command's status (POSIX sh has no pipefail).
+run_logged() {
+  log=$1
+  shift
+  rc_file="$out/.rc"
+  { status=0; "$@" || status=$?; echo "$status" > "$rc_file"; } | tee -a "$log"
+  rc=$(cat "$rc_file")
+  rm -f "$rc_file"
+  if [ "$rc" -ne 0 ]; then
+    echo "run_sweeps.sh: '$*' failed with status $rc" >&2
+    exit 1
+  fi
+}
+
 echo "== host_sweep"
-"$bench_dir/host_sweep" --csv "$csv" $smoke | tee "$out/host_sweep.log"
+rm -f "$out"/*.log
+run_logged "$out/host_sweep.log" "$bench_dir/host_sweep" --csv "$csv" $smoke
 
 mpi_bench="$bench_dir/mpi_bench"
 if [ -x "$mpi_bench" ]; then
@@ -67,23 +83,23 @@ if [ -x "$mpi_bench" ]; then
     for np in $nps; do
       echo "== mpi_bench, $np processes"
       # shellcheck disable=SC2086
-      "$mpiexec" -n "$np" $flags "$mpi_bench" --csv "$csv" $smoke | tee -a "$out/mpi_bench.log"
+      run_logged "$out/mpi_bench.log" "$mpiexec" -n "$np" $flags "$mpi_bench" --csv "$csv" $smoke
     done
   fi
 else
   echo "== mpi_bench: not in this build (MPI worlds off or not built yet)"
 fi
 
-gpu_bench="$bench_dir/gpu_bench"
+gpu_bench="$bench_dir/moonep_gpu_bench"
 if [ -x "$gpu_bench" ]; then
   if ! speaks_csv "$gpu_bench"; then
-    echo "== gpu_bench: skipped (this build's gpu_bench has no --csv option yet)"
+    echo "== moonep_gpu_bench: skipped (this build's moonep_gpu_bench has no --csv option yet)"
   else
-    echo "== gpu_bench"
-    "$gpu_bench" --csv "$csv" $smoke | tee "$out/gpu_bench.log"
+    echo "== moonep_gpu_bench"
+    run_logged "$out/moonep_gpu_bench.log" "$gpu_bench" --csv "$csv" $smoke
   fi
 else
-  echo "== gpu_bench: not in this build (no CUDA)"
+  echo "== moonep_gpu_bench: not in this build (no CUDA)"
 fi
 
 echo "== CSV: $csv ($(($(wc -l < "$csv") - 1)) rows)"
