@@ -8,6 +8,8 @@
 //   host_sweep --steps 21      more steps per point
 //   host_sweep --smoke         one tiny point (the CTest smoke test)
 //   host_sweep --point R E K S B tp imbalance   one point of your choice
+//   host_sweep --csv FILE      also append every point to FILE (csv_report.hpp;
+//                              perf_tests/run_sweeps.sh collects and plots them)
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -15,10 +17,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "csv_report.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
@@ -48,7 +52,7 @@ double median_seconds(int steps, F&& f) {
   return t[t.size() / 2];
 }
 
-void run_point(const Point& p, int steps) {
+void run_point(const Point& p, int steps, const moonep::perf::CsvReport* csv) {
   const moonep::Config& c = p.config;
   const moonep::Routing routing = moonep::synthetic_routing(c, p.imbalance, 42);
 
@@ -84,6 +88,14 @@ void run_point(const Point& p, int steps) {
               t_reference * 1e3, entries / t_reference / 1e6, t_sort * 1e3, entries / t_sort / 1e6,
               t_portable / t_sort);
   std::fflush(stdout);
+  if (csv) {
+    // The sort is not a planner but the floor the goal is measured against;
+    // it gets a row (and a curve in the plot) of its own.
+    for (const auto& [backend, t] : {std::pair<const char*, double>{"portable", t_portable},
+                                     {"reference", t_reference}, {"stable_sort", t_sort}}) {
+      csv->append({backend, "inprocess", c, p.imbalance, t * 1e6, entries / t});
+    }
+  }
 }
 
 moonep::Config make(int R, int E, int K, int S, int B, int tp) {
@@ -97,6 +109,7 @@ moonep::Config make(int R, int E, int K, int S, int B, int tp) {
 int main(int argc, char* argv[]) {
   int steps = 11;
   bool smoke = false;
+  std::string csv_path;
   std::vector<Point> chosen;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--smoke")) smoke = true;
@@ -106,6 +119,7 @@ int main(int argc, char* argv[]) {
       chosen.push_back({make(v[0], v[1], v[2], v[3], v[4], v[5]), std::atof(argv[++i])});
     }
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
   }
   Kokkos::initialize(argc, argv);
   {
@@ -132,8 +146,18 @@ int main(int argc, char* argv[]) {
       // Ranks.
       for (int R : {2, 4, 16, 32, 64}) points.push_back({make(R, 256, 8, 4096, 8, 16), 1.0});
     }
-    for (const Point& p : points) run_point(p, steps);
+    std::unique_ptr<moonep::perf::CsvReport> csv;
+    if (!csv_path.empty()) {
+      try {
+        csv = std::make_unique<moonep::perf::CsvReport>(csv_path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "host_sweep: error: %s\n", e.what());
+        points.clear();  // nothing measured, Kokkos still finalized below
+        steps = -1;
+      }
+    }
+    for (const Point& p : points) run_point(p, steps, csv.get());
   }
   Kokkos::finalize();
-  return 0;
+  return steps < 0 ? 2 : 0;
 }

@@ -1,0 +1,22 @@
+# docs/cli.md quotes `moonep-plan --help`; this test (cmake -P) fails when
+# the quote and the program's text drift apart.
+#   -DDOC=docs/cli.md -DPLANNER=<moonep-plan>
+file(READ "${DOC}" doc)
+set(marker "<!-- moonep-plan --help -->\n```\n")
+string(FIND "${doc}" "${marker}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${DOC}: no block after '<!-- moonep-plan --help -->'")
+endif()
+string(LENGTH "${marker}" mlen)
+math(EXPR at "${at} + ${mlen}")
+string(SUBSTRING "${doc}" ${at} -1 rest)
+string(FIND "${rest}" "```" end)
+string(SUBSTRING "${rest}" 0 ${end} shown)
+execute_process(COMMAND "${PLANNER}" --help RESULT_VARIABLE rc OUTPUT_VARIABLE help)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "moonep-plan --help exited with ${rc}")
+endif()
+if(NOT shown STREQUAL help)
+  message(FATAL_ERROR "${DOC} quotes a different --help than moonep-plan prints:\n${help}")
+endif()
+message(STATUS "${DOC} quotes moonep-plan --help as it is")
