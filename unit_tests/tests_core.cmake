@@ -1,2 +1,10 @@
-# Reference planner, validation, plan comparison, synthetic routings.
-moonep_add_test(test_reference test_reference_smoke.cpp)
+# Reference planner (the executable spec), validation, plan comparison,
+# synthetic routings. support/plan_invariants.cpp is the reusable invariant
+# checker; other backends' tests add it to their own sources.
+moonep_add_test(test_reference
+  test_reference_hand_cases.cpp
+  test_reference_invariants.cpp
+  test_reference_bad_input.cpp
+  test_reference_plan_difference.cpp
+  test_reference_synthetic.cpp
+  support/plan_invariants.cpp)

@@ -12,7 +12,13 @@ std::int64_t Config::slots() const {
   if (ranks < 1 || experts < 1 || token_padding < 1) return 0;
   const std::int64_t tp = token_padding;
   const std::int64_t epn = experts / ranks;
-  const std::int64_t raw = entries() + 2 * epn * (tp - 1);
+  // Each term fits in 64 bits (S*K < 2^62, 2*epn*(tp-1) < 2^63) but their sum
+  // need not: saturate at 2^61, far beyond anything validate() accepts, so
+  // an absurd configuration is still reported instead of wrapping around.
+  constexpr std::int64_t kHuge = std::int64_t(1) << 61;
+  const std::int64_t pad = 2 * epn * (tp - 1);
+  if (pad > kHuge || entries() > kHuge) return kHuge;
+  const std::int64_t raw = entries() + pad;
   return (raw + tp - 1) / tp * tp;
 }
 
@@ -48,11 +54,22 @@ void validate(const Config& c) {
     m << "token_padding must be >= 1, got " << c.token_padding;
     fail(m.str());
   }
-  const std::int64_t total = static_cast<std::int64_t>(c.ranks) * c.slots();
-  if (total > INT32_MAX) {
-    m << "ranks*slots = " << c.ranks << "*" << c.slots() << " = " << total
-      << " exceeds int32 (destinations are encoded as rank*slots+offset); "
+  // R*NvS <= INT32_MAX, tested as NvS <= INT32_MAX / R so that nothing
+  // overflows however large NvS is.
+  const std::int64_t slots = c.slots();
+  if (slots > INT32_MAX / c.ranks) {
+    m << "ranks*slots = " << c.ranks << "*" << slots << " exceeds int32 (" << INT32_MAX
+      << "; destinations are encoded as rank*slots+offset); "
       << "use fewer tokens or a smaller token_padding";
+    fail(m.str());
+  }
+  // Not in PLANNING.md's list, but the [R][E+B] tables every rank holds must
+  // stay int32-indexable; a larger B could never be used anyway (at most
+  // E - epn experts are remote to a rank).
+  if (static_cast<std::int64_t>(c.ranks) * (static_cast<std::int64_t>(c.experts) + c.copy_slots) >
+      INT32_MAX) {
+    m << "ranks*(experts+copy_slots) = " << c.ranks << "*(" << c.experts << "+" << c.copy_slots
+      << ") exceeds int32 (the per-rank group tables); use fewer copy_slots";
     fail(m.str());
   }
 }

@@ -81,6 +81,11 @@ std::string plan_difference(const HostRankPlan& a, const HostRankPlan& b) {
 }
 
 std::string plan_difference(const HostPlan& a, const HostPlan& b) {
+  // Plans of different problems differ even where their arrays happen to
+  // coincide (e.g. K=1 S=4 and K=2 S=2 without duplicates).
+  if (describe(a.config) != describe(b.config)) {
+    return "configs differ: " + describe(a.config) + " vs " + describe(b.config);
+  }
   if (a.ranks.size() != b.ranks.size()) {
     return "plans have " + std::to_string(a.ranks.size()) + " vs " +
            std::to_string(b.ranks.size()) + " ranks";

@@ -1,0 +1,45 @@
+// moonep/io.hpp — the interchange formats of FORMATS.md: the problem file
+// (a configuration, a routing and optionally tokens_per_expert) and the plan
+// file (one HostPlan). Readers reject anything malformed with one InputError
+// line naming the field, rank and index; writers never leave a partial file.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "moonep/config.hpp"
+#include "moonep/host_plan.hpp"
+
+namespace moonep {
+
+// One planning problem as stored in a problem file.
+struct Problem {
+  Config config;
+  Routing routing;
+  std::optional<TokensPerExpert> tokens_per_expert;
+};
+
+// Parses and fully validates a problem (JSON types and ranges, then every
+// PLANNING.md "Bad input" rule through validate_problem). Unknown fields are
+// ignored so that the format can grow. Throws InputError.
+Problem parse_problem(const std::string& json_text);
+// Reads and parses a problem file; an unreadable file is an InputError too.
+Problem read_problem_file(const std::string& path);
+
+// Problem file text (compact, one rank's routing per line).
+std::string problem_to_json(const Problem& problem);
+void write_problem_file(const Problem& problem, const std::string& path);
+
+// Plan file text of FORMATS.md: compact, one rank's plan per line.
+std::string plan_to_json(const HostPlan& plan);
+// Parses a plan file and checks every array has the shape its configuration
+// implies (it does not re-plan). Throws InputError.
+HostPlan parse_plan(const std::string& json_text);
+HostPlan read_plan_file(const std::string& path);
+
+// Writes to a temporary file in the destination's directory and renames it
+// over `path`, so a failure (RuntimeError) leaves no partial file and an
+// existing file untouched. "-" writes to standard output.
+void write_plan_file(const HostPlan& plan, const std::string& path);
+
+}  // namespace moonep

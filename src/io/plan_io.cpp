@@ -1,0 +1,172 @@
+// The plan file of FORMATS.md: writing (one rank's plan per line) and
+// reading back with a check of every array's shape.
+#include <string>
+
+#include "json_reader.hpp"
+#include "json_writer.hpp"
+#include "moonep/error.hpp"
+#include "moonep/io.hpp"
+#include "text_files.hpp"
+
+namespace moonep {
+namespace {
+
+void expect_length(const std::vector<std::int32_t>& v, std::size_t want, const std::string& path,
+                   const char* rule) {
+  if (v.size() != want) {
+    throw InputError(path + " has " + std::to_string(v.size()) + " values, expected " + rule +
+                     " = " + std::to_string(want));
+  }
+}
+
+// Every array of every rank has the shape the configuration implies; the
+// dup arrays hold exactly the prefixes dup_counts announces.
+void check_plan_shapes(const HostPlan& plan) {
+  const Config& c = plan.config;
+  validate(c);
+  const std::size_t R = c.ranks, B = c.copy_slots, groups = c.groups();
+  if (plan.ranks.size() != R) {
+    throw InputError("plans has " + std::to_string(plan.ranks.size()) +
+                     " rank plans, expected ranks = " + std::to_string(R));
+  }
+  for (std::size_t r = 0; r < R; ++r) {
+    const HostRankPlan& p = plan.ranks[r];
+    const std::string at = io::index_path("plans", r) + ".";
+    expect_length(p.dst, c.entries(), at + "dst", "tokens*topk");
+    expect_length(p.cu_seqlens, groups, at + "cu_seqlens", "experts+copy_slots");
+    expect_length(p.zero_fill_ranges, 2 * groups, at + "zero_fill_ranges", "2*(experts+copy_slots)");
+    expect_length(p.experts_to_copy, R * B, at + "experts_to_copy", "ranks*copy_slots");
+    expect_length(p.remote_stats, 2, at + "remote_stats", "two");
+    expect_length(p.src_info, static_cast<std::size_t>(c.slots()), at + "src_info", "slots");
+    expect_length(p.dup_counts, 2, at + "dup_counts", "two");
+    if (p.dup_counts[0] < 0 || p.dup_counts[1] < 0)
+      throw InputError(at + "dup_counts holds a negative count");
+    expect_length(p.dup_groups, 3 * static_cast<std::size_t>(p.dup_counts[0]), at + "dup_groups",
+                  "3*dup_counts[0]");
+    expect_length(p.dup_loffs, p.dup_counts[1], at + "dup_loffs", "dup_counts[1]");
+  }
+}
+
+// Rows of `cols` values flattened row-major; every row must have `cols`.
+std::vector<std::int32_t> flat_rows(const io::Json& value, const std::string& path,
+                                    std::size_t cols, const char* expected_row) {
+  const auto rows = io::to_int32_matrix(value, path, "an array of arrays of integers",
+                                        expected_row, "an integer");
+  std::vector<std::int32_t> flat;
+  flat.reserve(rows.size() * cols);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].size() != cols) {
+      throw InputError(io::index_path(path, i) + " has " + std::to_string(rows[i].size()) +
+                       " values, expected " + std::to_string(cols));
+    }
+    flat.insert(flat.end(), rows[i].begin(), rows[i].end());
+  }
+  return flat;
+}
+
+std::vector<std::int32_t> int_array_field(const io::Json& obj, const char* key,
+                                          const std::string& path) {
+  return io::to_int32_array(io::require_field(obj, key, path), io::field_path(path, key),
+                            "an array of integers", "an integer");
+}
+
+HostRankPlan parse_rank_plan(const io::Json& obj, const std::string& path, const Config& c,
+                             std::size_t rank) {
+  io::require_object(obj, path);
+  const std::int32_t declared = io::int32_field(obj, "rank", path);
+  if (declared < 0 || static_cast<std::size_t>(declared) != rank) {
+    throw InputError(path + ".rank: got " + std::to_string(declared) + ", expected " +
+                     std::to_string(rank) + " (plans are stored in rank order)");
+  }
+  auto rows_field = [&](const char* key, std::size_t cols, const char* expected_row) {
+    return flat_rows(io::require_field(obj, key, path), io::field_path(path, key), cols,
+                     expected_row);
+  };
+  HostRankPlan p;
+  p.dst = int_array_field(obj, "dst", path);
+  p.cu_seqlens = int_array_field(obj, "cu_seqlens", path);
+  p.zero_fill_ranges = rows_field("zero_fill_ranges", 2, "an [offset, count] pair");
+  p.experts_to_copy = rows_field("experts_to_copy", c.copy_slots, "one array of expert ids per rank");
+  p.remote_stats = int_array_field(obj, "remote_stats", path);
+  p.src_info = int_array_field(obj, "src_info", path);
+  p.dup_groups = rows_field("dup_groups", 3, "a [primary, start, count] triple");
+  p.dup_loffs = int_array_field(obj, "dup_loffs", path);
+  p.dup_counts = int_array_field(obj, "dup_counts", path);
+  return p;
+}
+
+}  // namespace
+
+std::string plan_to_json(const HostPlan& plan) {
+  check_plan_shapes(plan);
+  const Config& c = plan.config;
+  std::string out;
+  // About 8 characters per value; avoids most reallocations of large plans.
+  out.reserve(static_cast<std::size_t>(c.ranks) * (c.entries() + c.slots() + 3 * c.groups()) * 8);
+  out += "{";
+  io::append_config_fields(out, c);
+  out += ",\"slots\":";
+  io::append_int(out, c.slots());
+  out += ",\"plans\":[";
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    const HostRankPlan& p = plan.ranks[r];
+    out += r ? ",\n{\"rank\":" : "\n{\"rank\":";
+    io::append_int(out, static_cast<std::int64_t>(r));
+    out += ",\"dst\":";
+    io::append_int_array(out, p.dst);
+    out += ",\"cu_seqlens\":";
+    io::append_int_array(out, p.cu_seqlens);
+    out += ",\"zero_fill_ranges\":";
+    io::append_int_rows(out, p.zero_fill_ranges, 2);
+    out += ",\"experts_to_copy\":";
+    io::append_int_rows(out, p.experts_to_copy, c.copy_slots);
+    out += ",\"remote_stats\":";
+    io::append_int_array(out, p.remote_stats);
+    out += ",\"src_info\":";
+    io::append_int_array(out, p.src_info);
+    out += ",\"dup_groups\":";
+    io::append_int_rows(out, p.dup_groups, 3);
+    out += ",\"dup_loffs\":";
+    io::append_int_array(out, p.dup_loffs);
+    out += ",\"dup_counts\":";
+    io::append_int_array(out, p.dup_counts);
+    out += "}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+HostPlan parse_plan(const std::string& json_text) {
+  const io::Json doc = io::parse_json(json_text);
+  io::require_object(doc, "");
+  HostPlan plan;
+  plan.config = io::config_fields(doc, "");
+  validate(plan.config);
+  const std::int32_t slots = io::int32_field(doc, "slots", "");
+  if (slots != plan.config.slots()) {
+    throw InputError("slots: got " + std::to_string(slots) + ", expected " +
+                     std::to_string(plan.config.slots()) + " for " + describe(plan.config));
+  }
+  const io::Json& plans = io::require_field(doc, "plans", "");
+  if (!plans.is_array())
+    throw InputError("plans: expected an array of rank plans, got " + io::describe_value(plans));
+  if (plans.size() != static_cast<std::size_t>(plan.config.ranks)) {
+    throw InputError("plans has " + std::to_string(plans.size()) +
+                     " rank plans, expected ranks = " + std::to_string(plan.config.ranks));
+  }
+  for (std::size_t r = 0; r < plans.size(); ++r)
+    plan.ranks.push_back(parse_rank_plan(plans[r], io::index_path("plans", r), plan.config, r));
+  check_plan_shapes(plan);
+  return plan;
+}
+
+HostPlan read_plan_file(const std::string& path) {
+  const std::string text = io::read_text_file(path, "plan file");
+  return io::with_file_context(path, [&] { return parse_plan(text); });
+}
+
+void write_plan_file(const HostPlan& plan, const std::string& path) {
+  io::write_text_file_atomically(path, plan_to_json(plan), "plan file");
+}
+
+}  // namespace moonep

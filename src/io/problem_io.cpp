@@ -1,0 +1,62 @@
+// The problem file of FORMATS.md: reading (with every check of PLANNING.md
+// "Bad input") and writing.
+#include <string>
+
+#include "json_reader.hpp"
+#include "json_writer.hpp"
+#include "moonep/io.hpp"
+#include "moonep/reference.hpp"
+#include "text_files.hpp"
+
+namespace moonep {
+
+Problem parse_problem(const std::string& json_text) {
+  const io::Json doc = io::parse_json(json_text);
+  io::require_object(doc, "");
+  Problem p;
+  p.config = io::config_fields(doc, "");
+  p.routing = io::to_int32_matrix(io::require_field(doc, "routing", ""), "routing",
+                                  "an array with one array of expert ids per rank",
+                                  "an array of expert ids", "an integer expert id");
+  // Optional; null is read as absent, as tools often write a missing value.
+  const auto tpe = doc.find("tokens_per_expert");
+  if (tpe != doc.end() && !tpe->is_null()) {
+    p.tokens_per_expert = io::to_int32_matrix(*tpe, "tokens_per_expert",
+                                              "an array with one array of counts per rank",
+                                              "an array of counts", "an integer count");
+  }
+  validate_problem(p.config, p.routing, p.tokens_per_expert ? &*p.tokens_per_expert : nullptr);
+  return p;
+}
+
+Problem read_problem_file(const std::string& path) {
+  const std::string text = io::read_text_file(path, "problem file");
+  return io::with_file_context(path, [&] { return parse_problem(text); });
+}
+
+std::string problem_to_json(const Problem& p) {
+  std::string out = "{";
+  io::append_config_fields(out, p.config);
+  out += ",\n\"routing\":[";
+  for (std::size_t r = 0; r < p.routing.size(); ++r) {
+    out += r ? ",\n" : "\n";
+    io::append_int_array(out, p.routing[r]);
+  }
+  out += "]";
+  if (p.tokens_per_expert) {
+    out += ",\n\"tokens_per_expert\":[";
+    for (std::size_t r = 0; r < p.tokens_per_expert->size(); ++r) {
+      out += r ? ",\n" : "\n";
+      io::append_int_array(out, (*p.tokens_per_expert)[r]);
+    }
+    out += "]";
+  }
+  out += "}\n";
+  return out;
+}
+
+void write_problem_file(const Problem& p, const std::string& path) {
+  io::write_text_file_atomically(path, problem_to_json(p), "problem file");
+}
+
+}  // namespace moonep

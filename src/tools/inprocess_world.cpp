@@ -1,0 +1,56 @@
+// --world inprocess: every rank of the problem planned in this process
+// through one HostPlanner (virtual ranks).
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "kokkos_session.hpp"
+#include "moonep/backend.hpp"
+#include "moonep/error.hpp"
+#include "moonep/io.hpp"
+#include "plan_summary.hpp"
+#include "plan_worlds.hpp"
+#include "problem_source.hpp"
+
+namespace moonep::tools {
+
+int run_inprocess_world(const PlanOptions& o, const char* program) {
+  // Everything that can be wrong with the input is found before Kokkos
+  // starts, so that an error is the only line on standard error.
+  const Problem problem = load_problem(o);
+  check_fits_in_memory(problem.config);
+  const Backend backend = o.backend ? *o.backend : default_backend();
+  std::string why;
+  if (!backend_available(backend, &why))
+    throw RuntimeError(std::string("backend ") + to_string(backend) + " is not available: " + why);
+
+  HostPlan plan;
+  std::vector<double> seconds;
+  {
+    KokkosSession kokkos(program, o.kokkos_args);
+    auto planner = make_host_planner(backend, problem.config);
+    planner->load(problem.routing,
+                  problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr);
+    for (int i = 0; i < o.steps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      planner->step();
+      const auto t1 = std::chrono::steady_clock::now();
+      seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+    plan = planner->result();
+  }
+
+  if (!o.output.empty()) write_plan_file(plan, o.output);
+  if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
+  if (o.synthetic() || o.summary) {
+    char timing[160];
+    std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s)",
+                  median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend));
+    // The plan owns standard output when it is written there.
+    print_summary(o.output == "-" ? std::cerr : std::cout, summarize(plan, problem.routing),
+                  describe_source(o), timing);
+  }
+  return 0;
+}
+
+}  // namespace moonep::tools

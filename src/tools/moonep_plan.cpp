@@ -1,0 +1,50 @@
+// moonep-plan: plans a problem file or a synthetic step (FORMATS.md).
+// Every failure ends here as one line "moonep-plan: error: ..." on standard
+// error and exit status 2 (bad usage or input) or 1 (runtime failure).
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <new>
+#include <string>
+
+#include "moonep/error.hpp"
+#include "plan_options.hpp"
+#include "plan_worlds.hpp"
+
+namespace {
+
+int fail(int status, std::string message) {
+  for (char& c : message)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fflush(stdout);
+  std::fprintf(stderr, "moonep-plan: error: %s\n", message.c_str());
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  using namespace moonep;
+  try {
+    const tools::PlanOptions options = tools::parse_plan_options(argc, argv);
+    if (options.help) {
+      std::cout << tools::plan_usage();
+      return 0;
+    }
+    const char* program = argc > 0 ? argv[0] : "moonep-plan";
+    if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);
+    return tools::run_inprocess_world(options, program);
+  } catch (const tools::UsageError& e) {
+    return fail(2, e.what());
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const RuntimeError& e) {
+    return fail(1, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of memory (try a smaller problem)");
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  } catch (...) {
+    return fail(1, "unknown failure");
+  }
+}

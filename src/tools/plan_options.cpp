@@ -1,0 +1,180 @@
+// moonep-plan's command line: --name value or --name=value.
+#include "plan_options.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "moonep/error.hpp"
+
+namespace moonep::tools {
+namespace {
+
+int to_int(const std::string& name, const std::string& text, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError(name + ": expected an integer, got '" + text + "'");
+  if (v < lo || v > hi) {
+    throw UsageError(name + ": " + text + " is outside " + std::to_string(lo) + ".." +
+                     std::to_string(hi));
+  }
+  return static_cast<int>(v);
+}
+
+std::uint64_t to_u64(const std::string& name, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
+    throw UsageError(name + ": expected a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+std::string number(double v) {
+  std::ostringstream m;
+  m << v;
+  return m.str();
+}
+
+double to_double(const std::string& name, const std::string& text, double lo, double hi) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw UsageError(name + ": expected a number, got '" + text + "'");
+  if (v < lo || v > hi)
+    throw UsageError(name + ": " + text + " is outside " + number(lo) + ".." + number(hi));
+  return v;
+}
+
+}  // namespace
+
+std::string plan_usage() {
+  return R"(usage: moonep-plan --input PROBLEM.json [--output PLAN.json|-] [options]
+       moonep-plan [synthetic options] [--output PLAN.json|-] [options]
+
+Plans one MoonEP step: every rank receives exactly tokens*topk routed entries.
+With --input it plans the problem file (FORMATS.md) and writes the plan file.
+Without --input it plans a synthetic step with skewed (lognormal) expert
+popularity and prints a summary: load per rank before and after, max/mean,
+experts copied, padding and time per step.
+
+options:
+  --input PATH          problem file ("-" reads standard input)
+  --output PATH         plan file to write ("-" = standard output); written
+                        whole or not at all
+  --backend NAME        reference | portable | cuda (default: the fastest
+                        available here)
+  --world NAME          inprocess (default: every rank planned in this
+                        process) | mpi (one process per rank, under mpirun)
+  --steps N             plan N times, report the median time per step
+                        (default 20 in synthetic mode, 1 with --input)
+  --summary             with --input, print the summary too
+  --help                this text
+
+synthetic options (defaults in brackets):
+  --ranks R [8]  --experts E [256]  --topk K [8]  --tokens S [4096]
+  --copy-slots B [4]  --token-padding TP [128]
+  --imbalance SIGMA [1.0]  sigma of the lognormal expert popularity
+                           (0 = uniform, 1 = typical, 3 = extreme)
+  --seed N [1]
+  --save-problem PATH      also write the synthetic problem file
+
+The summary goes to standard output, or to standard error when the plan
+does. Kokkos options (--kokkos-...) are passed on to Kokkos.
+Exit status: 0 success, 2 bad usage or input, 1 runtime failure.
+)";
+}
+
+PlanOptions parse_plan_options(int argc, const char* const* argv) {
+  PlanOptions o;
+  std::string synthetic_flag;  // a synthetic option seen, for the --input check
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--kokkos-", 0) == 0) {
+      o.kokkos_args.push_back(arg);
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--summary") {
+      o.summary = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2)
+      throw UsageError("unexpected argument '" + arg + "' (see --help)");
+    std::string name = arg, value;
+    const auto eq = arg.find('=');
+    if (eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else {
+      static const char* const known[] = {
+          "--input", "--output", "--backend", "--world", "--steps", "--ranks", "--experts",
+          "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
+          "--save-problem"};
+      bool is_known = false;
+      for (const char* k : known) is_known = is_known || name == k;
+      if (!is_known) throw UsageError("unknown option '" + arg + "' (see --help)");
+      if (i + 1 >= argc) throw UsageError(name + " needs a value");
+      value = argv[++i];
+    }
+    Config& c = o.config;
+    if (name == "--input") {
+      if (value.empty()) throw UsageError("--input needs a file name");
+      o.input = value;
+    } else if (name == "--output") {
+      if (value.empty()) throw UsageError("--output needs a file name (or - for standard output)");
+      o.output = value;
+    } else if (name == "--save-problem") {
+      if (value.empty()) throw UsageError("--save-problem needs a file name");
+      o.save_problem = value;
+      synthetic_flag = name;
+    } else if (name == "--backend") {
+      try {
+        o.backend = backend_from_string(value);
+      } catch (const InputError& e) {
+        throw UsageError(std::string("--backend: ") + e.what());
+      }
+    } else if (name == "--world") {
+      if (value == "inprocess") o.world = World::inprocess;
+      else if (value == "mpi") o.world = World::mpi;
+      else throw UsageError("--world: unknown world '" + value + "' (expected inprocess or mpi)");
+    } else if (name == "--steps") {
+      o.steps = to_int(name, value, 1, 1000000);
+    } else if (name == "--imbalance") {
+      o.imbalance = to_double(name, value, 0.0, 20.0);
+      synthetic_flag = name;
+    } else if (name == "--seed") {
+      o.seed = to_u64(name, value);
+      synthetic_flag = name;
+    } else {
+      // Configuration sizes: any int here, the rules of PLANNING.md are
+      // checked by moonep::validate with its own messages.
+      int* field = name == "--ranks"           ? &c.ranks
+                   : name == "--experts"       ? &c.experts
+                   : name == "--topk"          ? &c.topk
+                   : name == "--tokens"        ? &c.tokens
+                   : name == "--copy-slots"    ? &c.copy_slots
+                   : name == "--token-padding" ? &c.token_padding
+                                               : nullptr;
+      if (!field) throw UsageError("unknown option '" + name + "' (see --help)");
+      *field = to_int(name, value, INT_MIN, INT_MAX);
+      synthetic_flag = name;
+    }
+  }
+  if (!o.input.empty() && !synthetic_flag.empty()) {
+    throw UsageError(synthetic_flag + " is for synthetic mode; the problem file given with --input "
+                     "fixes the configuration and routing");
+  }
+  if (o.steps == 0) o.steps = o.synthetic() ? 20 : 1;
+  return o;
+}
+
+}  // namespace moonep::tools

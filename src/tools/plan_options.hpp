@@ -1,0 +1,53 @@
+// Private to moonep-plan: its command line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "moonep/backend.hpp"
+#include "moonep/config.hpp"
+
+namespace moonep::tools {
+
+// Bad command line: exit code 2, like bad input.
+class UsageError : public std::invalid_argument {
+ public:
+  explicit UsageError(const std::string& what) : std::invalid_argument(what) {}
+};
+
+enum class World { inprocess, mpi };
+
+struct PlanOptions {
+  std::string input;         // problem file; empty = synthetic mode
+  std::string output;        // plan file, "-" = standard output; empty = none
+  std::string save_problem;  // synthetic mode: also write the problem file
+  std::optional<Backend> backend;  // empty = default_backend()
+  World world = World::inprocess;
+  bool summary = false;  // print the human summary (always in synthetic mode)
+  bool help = false;
+
+  // Synthetic mode. The default is one step of a DeepSeek-V3-like layer
+  // (256 experts, top-8) on 8 ranks with 4096 tokens each and a typically
+  // skewed router. A receiver takes entries of one donor, largest experts
+  // first, so it needs only a few copies: with 4 copy slots no remote expert
+  // goes without one even at imbalance 2.
+  Config config{8, 256, 8, 4096, 4, 128};
+  double imbalance = 1.0;
+  std::uint64_t seed = 1;
+  int steps = 0;  // 0 = default: 20 in synthetic mode, 1 with --input
+
+  std::vector<std::string> kokkos_args;  // --kokkos-* options, passed on to Kokkos
+
+  bool synthetic() const { return input.empty(); }
+};
+
+// Parses argv[1..argc); throws UsageError naming the offending option.
+PlanOptions parse_plan_options(int argc, const char* const* argv);
+
+// The --help text.
+std::string plan_usage();
+
+}  // namespace moonep::tools

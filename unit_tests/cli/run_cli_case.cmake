@@ -1,0 +1,122 @@
+# Runs moonep-plan once (or twice) and checks what it did; run by CTest as
+#   cmake -DEXE=... -DARGS=a|b|c -DWORK=dir [options] -P run_cli_case.cmake
+# Options (lists are separated by |):
+#   EXPECT_RC       exit status, or "nonzero"
+#   EXPECT_STDERR   bad-input runs: stderr must be exactly one line
+#                   "moonep-plan: error: ..." containing these texts
+#                   (keep [ and ] balanced in every list element: CMake
+#                   does not split a list inside brackets)
+#   EXPECT_STDOUT   texts standard output must contain
+#   ALLOW_STDERR    successful runs may write to stderr (the summary goes
+#                   there when the plan goes to stdout)
+#   OUTPUT          the plan file the run names; OUTPUT_MODE says what to
+#                   expect of it: absent (not created), untouched (a file
+#                   that existed before keeps its content), both (absent,
+#                   then untouched: two runs), created, replaced (a file
+#                   that existed before was replaced)
+#   STDOUT_FILE     save standard output there
+#   INPUT_FILE      feed this file on standard input
+#   CHECK           a command that must succeed afterwards
+cmake_minimum_required(VERSION 3.18)
+
+string(REPLACE "|" ";" args "${ARGS}")
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(sentinel "pre-existing content, must survive a failed run\n")
+
+function(fail msg)
+  message(FATAL_ERROR "moonep-plan ${ARGS}\n${msg}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+endfunction()
+
+function(run_once mode)
+  if(mode STREQUAL "untouched" OR mode STREQUAL "replaced")
+    file(WRITE "${OUTPUT}" "${sentinel}")
+  elseif(OUTPUT AND NOT IS_DIRECTORY "${OUTPUT}")
+    file(REMOVE "${OUTPUT}")
+  endif()
+  set(extra)
+  if(INPUT_FILE)
+    list(APPEND extra INPUT_FILE "${INPUT_FILE}")
+  endif()
+  execute_process(COMMAND "${EXE}" ${args} ${extra}
+    WORKING_DIRECTORY "${WORK}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+
+  if(NOT rc MATCHES "^[0-9]+$")
+    fail("did not exit normally: ${rc}")
+  endif()
+  if(EXPECT_RC STREQUAL "nonzero")
+    if(rc EQUAL 0)
+      fail("exit status 0, expected a failure")
+    endif()
+  elseif(NOT rc EQUAL EXPECT_RC)
+    fail("exit status ${rc}, expected ${EXPECT_RC}")
+  endif()
+
+  if(DEFINED EXPECT_STDERR)
+    if(NOT err MATCHES "^moonep-plan: error: [^\n]*\n$")
+      fail("stderr is not exactly one line 'moonep-plan: error: ...'")
+    endif()
+    string(REPLACE "|" ";" wanted "${EXPECT_STDERR}")
+    foreach(text IN LISTS wanted)
+      string(FIND "${err}" "${text}" at)
+      if(at EQUAL -1)
+        fail("stderr does not name '${text}'")
+      endif()
+    endforeach()
+  elseif(NOT ALLOW_STDERR AND NOT err STREQUAL "")
+    fail("unexpected output on stderr")
+  endif()
+
+  string(REPLACE "|" ";" wanted "${EXPECT_STDOUT}")
+  foreach(text IN LISTS wanted)
+    string(FIND "${out}" "${text}" at)
+    if(at EQUAL -1)
+      fail("stdout does not contain '${text}'")
+    endif()
+  endforeach()
+
+  if(OUTPUT)
+    if(mode STREQUAL "absent" AND EXISTS "${OUTPUT}" AND NOT IS_DIRECTORY "${OUTPUT}")
+      fail("a failed run created ${OUTPUT}")
+    elseif(mode STREQUAL "untouched")
+      file(READ "${OUTPUT}" now)
+      if(NOT now STREQUAL sentinel)
+        fail("a failed run changed the existing ${OUTPUT}")
+      endif()
+    elseif(mode STREQUAL "created" AND NOT EXISTS "${OUTPUT}")
+      fail("${OUTPUT} was not written")
+    elseif(mode STREQUAL "replaced")
+      file(READ "${OUTPUT}" now)
+      if(now STREQUAL sentinel)
+        fail("the existing ${OUTPUT} was not replaced")
+      endif()
+    endif()
+    get_filename_component(dir "${OUTPUT}" DIRECTORY)
+    file(GLOB leftovers "${dir}/.*.tmp.*")
+    if(leftovers)
+      fail("temporary files left behind: ${leftovers}")
+    endif()
+  endif()
+endfunction()
+
+if(OUTPUT_MODE STREQUAL "both")
+  run_once(absent)
+  run_once(untouched)
+else()
+  run_once("${OUTPUT_MODE}")
+endif()
+
+if(STDOUT_FILE)
+  file(WRITE "${STDOUT_FILE}" "${out}")
+endif()
+if(CHECK)
+  string(REPLACE "|" ";" check "${CHECK}")
+  execute_process(COMMAND ${check} WORKING_DIRECTORY "${WORK}"
+    RESULT_VARIABLE crc OUTPUT_VARIABLE cout ERROR_VARIABLE cerr)
+  if(NOT crc EQUAL 0)
+    fail("check failed (${crc}): ${CHECK}\n${cout}${cerr}")
+  endif()
+endif()
