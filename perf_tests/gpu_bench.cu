@@ -66,12 +66,14 @@ struct Row {
   double step = 0, step_graph = 0, floor = 0, floor_graph = 0;
 };
 
-Row bench(const moonep::Config& c, int steps) {
+Row bench(const moonep::Config& c, int bpr, int steps) {
   Row row;
   row.config = moonep::describe(c);
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  moonep::cuda::Planner planner(c);
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  moonep::cuda::Planner planner(c, opt);
   row.bpr = planner.blocks_per_rank();
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   std::vector<int32_t*> d(c.ranks);
@@ -100,6 +102,53 @@ Row bench(const moonep::Config& c, int steps) {
   return row;
 }
 
+// Where a step's time goes: %globaltimer stamps at the kernel's phase
+// boundaries (thread 0 of every block), for the last of 20 steps. Printed
+// per point as the latest block's time since the earliest block started.
+void trace(const moonep::Config& c, int bpr) {
+  const char* names[] = {"start", "C1 pass 1", "grid barrier G1", "bases + tpe gathered",
+                         "C1 pass 2 (ranking)", "rank0: all tpe arrived", "rank0: steps 1-3 done",
+                         "rank0: others see steps 1-3", "rank0: steps 4-5 + tables pushed",
+                         "tables visible", "C2 done", "all ranks done", "outputs written"};
+  const int npoints = 13, stride = 16;
+  const int blocks_max = c.ranks * bpr;
+  unsigned long long* d_trace = nullptr;
+  ok(cudaMalloc(reinterpret_cast<void**>(&d_trace), blocks_max * stride * 8), "trace malloc");
+  ok(cudaMemset(d_trace, 0, blocks_max * stride * 8), "trace memset");
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  opt.debug_trace = d_trace;
+  moonep::cuda::Planner planner(c, opt);
+  const int blocks = c.ranks * planner.blocks_per_rank();
+  const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
+  std::vector<int32_t*> d(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
+    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
+  }
+  for (int i = 0; i < 20; ++i) planner.plan(d.data(), nullptr, nullptr);
+  planner.check(nullptr);
+  std::vector<unsigned long long> t(static_cast<size_t>(blocks) * stride);
+  ok(cudaMemcpy(t.data(), d_trace, t.size() * 8, cudaMemcpyDeviceToHost), "trace copy");
+  unsigned long long t0 = ~0ull;
+  for (int b = 0; b < blocks; ++b) t0 = std::min(t0, t[b * stride]);
+  std::printf("\nphase trace, %s, blocks_per_rank=%d (us since the first block started; rank-0 rows: "
+              "block 0 or the others)\n", moonep::describe(c).c_str(), planner.blocks_per_rank());
+  for (int k = 0; k < npoints; ++k) {
+    unsigned long long lo = ~0ull, hi = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long v = t[b * stride + k];
+      if (v == 0 || v < t0) continue;  // this block does not pass this point
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (hi == 0) continue;
+    std::printf("  %2d %-34s first %7.2f  last %7.2f\n", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
+  }
+  for (auto* p : d) cudaFree(p);
+  cudaFree(d_trace);
+}
+
 moonep::Config config(int R, int E, int K, int S, int B, int tp) {
   moonep::Config c;
   c.ranks = R;
@@ -126,16 +175,22 @@ int main(int argc, char** argv) {
   ok(cudaGetDeviceProperties(&prop, dev), "props");
   std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps\n", prop.name,
               prop.multiProcessorCount, steps);
-  const std::vector<moonep::Config> configs = {
-      config(8, 256, 8, 4096, 32, 128),   // headline
-      config(8, 256, 8, 8192, 32, 128),
-      config(8, 1024, 8, 4096, 32, 128),
-      config(16, 256, 8, 4096, 32, 128),
-      config(4, 256, 8, 4096, 32, 128),
+  const moonep::Config head = config(8, 256, 8, 4096, 32, 128);
+  const std::vector<std::pair<moonep::Config, int>> configs = {
+      {head, 32}, {head, 16}, {head, 8},
+      {config(8, 256, 8, 8192, 32, 128), 32},
+      {config(8, 256, 8, 8192, 32, 128), 16},
+      {config(8, 1024, 8, 4096, 32, 128), 32},
+      {config(8, 1024, 8, 4096, 32, 128), 16},
+      {config(16, 256, 8, 4096, 32, 128), 32},
+      {config(16, 256, 8, 4096, 32, 128), 16},
+      {config(4, 256, 8, 4096, 32, 128), 32},
   };
   std::vector<Row> rows;
   try {
-    for (const auto& c : configs) rows.push_back(bench(c, steps));
+    trace(head, 32);
+    trace(head, 16);
+    for (const auto& c : configs) rows.push_back(bench(c.first, c.second, steps));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
     return 1;

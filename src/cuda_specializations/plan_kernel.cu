@@ -168,9 +168,16 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm) {
   const std::int32_t* tall = b.chunk(0) + p.sym.tpe_all;
   for (int e = b.tid; e < E; e += kThreads) {
     int run = 0;
-    for (int r = 0; r < R; ++r) {
-      run += tall[static_cast<i64>(r) * E + e];
-      if (r + 1 < R) push(b, r + 1, p.sym.cum + static_cast<i64>(r) * E + e, run);
+    for (int r0 = 0; r0 < R; r0 += 8) {
+      int v[8];  // loads first, so they are in flight together
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int r = r0 + u;
+        run += v[u];
+        if (r + 1 < R) push(b, r + 1, p.sym.cum + static_cast<i64>(r) * E + e, run);
+      }
     }
     s_rem[e] = run;
     atomicAdd(&s_load[e / epn], run);
@@ -267,15 +274,20 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int* s_eoff = s_mark + E;   // [E] group start of each expert on d
   int* s_etc = s_eoff + E;    // [B]
   int* s_scan = s_etc + B;    // [kWarps]
+  int* s_alloc = s_scan + kWarps;  // [E] alloc[d][e]
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
   const std::int32_t* cand = b.loc() + p.loc.cand;
+  // All loads at once (no load depends on another): every candidate slot,
+  // used or not, and d's column of alloc.
   const int nc = b.loc()[p.loc.ncand + d];
-
-  for (int i = b.tid; i < nc; i += kThreads) {
+  for (int i = b.tid; i < epn; i += kThreads) {
     s_ce[i] = cand[(static_cast<i64>(d) * epn + i) * 2];
     s_cc[i] = cand[(static_cast<i64>(d) * epn + i) * 2 + 1];
   }
-  for (int e = b.tid; e < E; e += kThreads) s_mark[e] = 0;
+  for (int e = b.tid; e < E; e += kThreads) {
+    s_alloc[e] = alloc[static_cast<i64>(e) * R + d];
+    s_mark[e] = 0;
+  }
   for (int k = b.tid; k < B; k += kThreads) s_etc[k] = -1;
   __syncthreads();
 
@@ -302,12 +314,12 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int sum = 0;
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    sum += pad_to(ex >= 0 ? alloc[static_cast<i64>(ex) * R + d] : 0, tp);
+    sum += pad_to(ex >= 0 ? s_alloc[ex] : 0, tp);
   }
   int start = block_exclusive_scan(sum, s_scan);
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    const int count = ex >= 0 ? alloc[static_cast<i64>(ex) * R + d] : 0;
+    const int count = ex >= 0 ? s_alloc[ex] : 0;
     const int padded = pad_to(count, tp);
     if (ex >= 0) s_eoff[ex] = start;
     push(b, d, p.sym.cu + static_cast<i64>(d) * Gp + gi, start + padded);
@@ -339,7 +351,8 @@ __device__ void push_acum(const Block& b) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  for (int e = b.lb * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
+  // Counted from the last block, which has no step-5 rank when bpr > R.
+  for (int e = (p.bpr - 1 - b.lb) * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     const i64 off = p.sym.acum + static_cast<i64>(e) * R;
     int run = 0;
@@ -392,15 +405,22 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
   const std::int32_t* topk = p.topk[b.g];
   std::int32_t* pos = b.loc() + p.loc.pos;
   const unsigned lt = (1u << b.lane) - 1u;
-  for (i64 base = s.ws0; base < s.ws1; base += 32) {
+  for (i64 base0 = s.ws0; base0 < s.ws1; base0 += 32 * kUnroll) {
+    int ev[kUnroll];  // loads first, so they are in flight together
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const i64 i = base0 + 32 * u + b.lane;
+      ev[u] = i < s.ws1 ? topk[i] : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+    const i64 base = base0 + 32 * u;
+    if (base >= s.ws1) break;
     const i64 i = base + b.lane;
-    int e = -1;
-    if (i < s.ws1) {
-      e = topk[i];
-      if (static_cast<unsigned>(e) >= static_cast<unsigned>(p.E)) {
-        if (!kRank) record(&p.status->bad_entry, b.rank, i);
-        e = -1;
-      }
+    int e = ev[u];
+    if (i < s.ws1 && static_cast<unsigned>(e) >= static_cast<unsigned>(p.E)) {
+      if (!kRank) record(&p.status->bad_entry, b.rank, i);
+      e = -1;
     }
     const unsigned peers = __match_any_sync(0xffffffffu, e);
     const bool leader = b.lane == __ffs(peers) - 1;
@@ -413,6 +433,7 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
       row[e] += __popc(peers);
     }
     __syncwarp();
+    }
   }
 }
 
@@ -420,7 +441,9 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
-  int* s_dst = sm;                                    // [kTileEntries]
+  // Staged tables first (16-byte aligned), then the tile.
+  const int staged = p.stage_tables ? ((2 * E * R + E + 3) & ~3) : 0;
+  int* s_dst = sm + staged;                           // [kTileEntries]
   int* s_d = s_dst + kTileEntries;                    // [kTileEntries]
   unsigned* s_mask = reinterpret_cast<unsigned*>(s_d + kTileEntries);  // [tile_tokens]
   int* s_ng = reinterpret_cast<int*>(s_mask + p.tile_tokens);           // [R]
@@ -431,6 +454,23 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const std::int32_t* acum = me + p.sym.acum;
   const std::int32_t* eoff = me + p.sym.eoff;
   const std::int32_t* cum = b.rank > 0 ? me + p.sym.cum + static_cast<i64>(b.rank - 1) * E : nullptr;
+  if (p.stage_tables && s.tok1 > s.tok0) {
+    // The lookups below are random per entry: serve them from shared
+    // memory (one coalesced copy) rather than from L2.
+    int* s_acum = sm;
+    int* s_eoff = s_acum + E * R;
+    int* s_cum = s_eoff + E * R;
+    const int n4 = (E * R) / 4;  // E*R is a multiple of 4 when staging
+    for (int q = b.tid; q < n4; q += kThreads) {
+      reinterpret_cast<int4*>(s_acum)[q] = reinterpret_cast<const int4*>(acum)[q];
+      reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
+    }
+    for (int e = b.tid; e < E; e += kThreads) s_cum[e] = cum ? cum[e] : 0;
+    acum = s_acum;
+    eoff = s_eoff;
+    cum = s_cum;
+    __syncthreads();
+  }
   const std::int32_t* topk = p.topk[b.g];
   const std::int32_t* pos = b.loc() + p.loc.pos;
   std::int32_t* out_dst = b.out() + p.out.dst;
@@ -442,12 +482,23 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     for (int r = b.tid; r < R; r += kThreads) { s_ng[r] = 0; s_nl[r] = 0; }
 
     // Step 6 for every entry of the tile.
-    for (int li = b.tid; li < ne; li += kThreads) {
+    for (int lbase = 0; lbase < ne; lbase += kThreads * kUnroll) {
+    int ev[kUnroll], pv[kUnroll];  // loads first, so they are in flight together
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int li = lbase + u * kThreads + b.tid;
+      ev[u] = li < ne ? topk[i0 + li] : -1;
+      pv[u] = li < ne ? pos[i0 + li] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int li = lbase + u * kThreads + b.tid;
+      if (li >= ne) break;
       const i64 i = i0 + li;
-      const int e = topk[i];
+      const int e = ev[u];
       int v = -1, d = -1;
       if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
-        const int G = (cum ? cum[e] : 0) + pos[i];
+        const int G = (cum ? cum[e] : 0) + pv[u];
         const std::int32_t* a = acum + static_cast<i64>(e) * R;
         int lo = 0, hi = R;  // first d with acum[e][d] > G
         while (lo < hi) {
@@ -467,6 +518,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
       }
       s_dst[li] = v;
       s_d[li] = d;
+    }
     }
     __syncthreads();
 
@@ -497,8 +549,11 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     // One reservation per destination for the whole tile.
     for (int d = b.tid; d < R; d += kThreads) {
       if (s_ng[d] > 0) {
-        s_gb[d] = static_cast<int>(atomicAdd_system(b.ctr(d, kDupGroups), static_cast<unsigned>(s_ng[d])));
-        s_lb[d] = static_cast<int>(atomicAdd_system(b.ctr(d, kDupLoffs), static_cast<unsigned>(s_nl[d])));
+        unsigned* cg = b.ctr(d, kDupGroups);
+        unsigned* cl = b.ctr(d, kDupLoffs);
+        const unsigned ng = static_cast<unsigned>(s_ng[d]), nl = static_cast<unsigned>(s_nl[d]);
+        s_gb[d] = static_cast<int>(p.sys_scope ? atomicAdd_system(cg, ng) : atomicAdd(cg, ng));
+        s_lb[d] = static_cast<int>(p.sys_scope ? atomicAdd_system(cl, nl) : atomicAdd(cl, nl));
       }
       s_ng[d] = 0;
       s_nl[d] = 0;
@@ -578,21 +633,32 @@ __device__ void write_outputs(const Block& b) {
 
 }  // namespace
 
-__global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant__ KernelParams p) {
+__device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
+  if (p.trace && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = t;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant__ KernelParams p) {
   extern __shared__ int4 smem4[];
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
+  // Issued now, needed first at the grid barrier: the load overlaps Phase A
+  // and C1 pass 1.
+  const unsigned epoch_now = threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(
+                                                    p.loc_base + (blockIdx.x / p.bpr) * p.loc_stride + p.loc.epoch)
+                                              : 0u;
 
   const int g = blockIdx.x / p.bpr;
   Block b{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
           static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u};
-  if (b.tid == 0) s_epoch = *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch);
-  __syncthreads();
-  b.epoch = s_epoch;
-  const unsigned next = b.epoch + 1u;
   const unsigned all_blocks = static_cast<unsigned>(p.R) * static_cast<unsigned>(p.bpr);
   unsigned* gbar = reinterpret_cast<unsigned*>(b.loc() + p.loc.gbar);
   const i64 t0 = static_cast<i64>(b.lb) * kThreads + b.tid, nthr = static_cast<i64>(p.bpr) * kThreads;
+  const bool sys = p.sys_scope != 0;
+  trace_point(p, 0);
 
   // ---- Phase A: housekeeping for this step --------------------------------
   {
@@ -616,7 +682,11 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
   for (int i = b.tid; i < kWarps * p.E; i += kThreads) s_hist[i] = 0;
   __syncthreads();
   c1_pass<false>(b, s, s_hist + b.warp * p.E);
+  if (b.tid == 0) s_epoch = epoch_now;
   __syncthreads();
+  b.epoch = s_epoch;
+  const unsigned next = b.epoch + 1u;
+  trace_point(p, 1);
   // hist[e][w] (row padded to nwp, a multiple of 4): block totals, read
   // back one 16-byte vector at a time so each thread's bases cost about
   // one L2 round trip.
@@ -634,6 +704,7 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
     }
   }
   grid_sync(gbar, p.bpr, b.lb == 0);
+  trace_point(p, 2);
 
   // Bases of this block (entries of earlier blocks); the last worker block
   // also has the rank's tokens_per_expert and sends it to rank 0.
@@ -661,33 +732,50 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
       }
     }
   }
-  arrive_one(b.ctr(0, kGather));
+  arrive_one(sys, b.ctr(0, kGather));
+  trace_point(p, 3);
 
   // ---- C1 pass 2: stable ranking ------------------------------------------
   __syncthreads();
   c1_pass<true>(b, s, s_hist + b.warp * p.E);
   __syncthreads();
+  trace_point(p, 4);
 
   // ---- Phase B: rank 0 plans and broadcasts -------------------------------
   if (b.rank == 0) {
+    unsigned* bflag = reinterpret_cast<unsigned*>(b.loc() + p.loc.bflag);
     if (b.lb == 0) {
-      wait_counter(b.ctr(0, kGather), all_blocks * next);
+      wait_counter(sys, b.ctr(0, kGather), all_blocks * next);
+      trace_point(p, 5);
       plan_steps_1_to_3(b, sm);
+      __syncthreads();
+      if (b.tid == 0) {
+        __threadfence();
+        st_release_gpu(bflag, next);  // steps 1-3 done (alloc, cand, ncand)
+      }
+      trace_point(p, 6);
+    } else {
+      wait_counter(false, bflag, next);
+      trace_point(p, 7);
     }
-    grid_sync(gbar, p.bpr, b.lb == 0);
     for (int d = b.lb; d < p.R; d += p.bpr) plan_steps_4_5(b, sm, d);
     push_acum(b);
-    arrive_all(p.R, [&](int r) { return b.ctr(r, kTables); });
+    arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kTables); });
+    trace_point(p, 8);
   }
-  wait_counter(b.ctr(b.rank, kTables), static_cast<unsigned>(p.bpr) * next);
+  wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.bpr) * next);
+  trace_point(p, 9);
 
   // ---- C2 -----------------------------------------------------------------
   c2_destinations(b, s, sm);
-  arrive_all(p.R, [&](int r) { return b.ctr(r, kDone); });
-  wait_counter(b.ctr(b.rank, kDone), all_blocks * next);
+  trace_point(p, 10);
+  arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kDone); });
+  wait_counter(sys, b.ctr(b.rank, kDone), all_blocks * next);
+  trace_point(p, 11);
 
   // ---- Phase D ------------------------------------------------------------
   write_outputs(b);
+  trace_point(p, 12);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
   }
@@ -695,13 +783,13 @@ __global__ void __launch_bounds__(kThreads, 4) plan_kernel(const __grid_constant
 
 __global__ void empty_kernel() {}
 
-std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, int K) {
-  (void)K;
+std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables) {
   const std::int64_t epn = E / R;
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
   words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
-  words = std::max<std::int64_t>(words, 2 * epn + 2LL * E + B + kWarps);         // steps 4-5
-  words = std::max<std::int64_t>(words, 2LL * kTileEntries + tile_tokens + 4LL * R);  // C2
+  words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
+  const std::int64_t c2 = 2LL * kTileEntries + tile_tokens + 4LL * R;
+  words = std::max<std::int64_t>(words, c2 + (stage_tables ? (2LL * E * R + E + 3) / 4 * 4 : 0));  // C2
   return words * 4;
 }
 
