@@ -6,6 +6,7 @@
 // reference planner. Usage: moonep_gpu_bench [steps] (default 500).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -104,13 +105,27 @@ Row bench(const moonep::Config& c, int bpr, int steps) {
 
 // Where a step's time goes: %globaltimer stamps at the kernel's phase
 // boundaries (thread 0 of every block), for the last of 20 steps. Printed
-// per point as the latest block's time since the earliest block started.
+// per point as the earliest and the latest block's time since the earliest
+// block started; last, the SM clock the step ran at (clock64 over
+// globaltimer, median over blocks).
 void trace(const moonep::Config& c, int bpr) {
-  const char* names[] = {"start", "C1 pass 1", "grid barrier G1", "bases + tpe gathered",
-                         "C1 pass 2 (ranking)", "rank0: all tpe arrived", "rank0: steps 1-3 done",
-                         "rank0: others see steps 1-3", "rank0: steps 4-5 + tables pushed",
-                         "tables visible", "C2 done", "all ranks done", "outputs written"};
-  const int npoints = 13, stride = 16;
+  const char* names[] = {"start",
+                         "C1 pass 1 (histograms)",
+                         "counts added, gather arrival",
+                         "grid barrier G1 (per rank)",
+                         "C1 pass 2 (bases + ranking)",
+                         "rank0: all counts arrived",
+                         "rank0: step 1 done",
+                         "rank0: step 2 done",
+                         "rank0: steps 1-3 done, flag",
+                         "rank0: others see the flag",
+                         "rank0: steps 4-5 + tables out",
+                         "tables visible",
+                         "C2 tables staged",
+                         "C2 step 6 (dst, src_info)",
+                         "C2 step 7 + dup reservations",
+                         "C2 done (kernel end)"};
+  const int npoints = 16, stride = 24;
   const int blocks_max = c.ranks * bpr;
   unsigned long long* d_trace = nullptr;
   ok(cudaMalloc(reinterpret_cast<void**>(&d_trace), blocks_max * stride * 8), "trace malloc");
@@ -132,8 +147,8 @@ void trace(const moonep::Config& c, int bpr) {
   ok(cudaMemcpy(t.data(), d_trace, t.size() * 8, cudaMemcpyDeviceToHost), "trace copy");
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < blocks; ++b) t0 = std::min(t0, t[b * stride]);
-  std::printf("\nphase trace, %s, blocks_per_rank=%d (us since the first block started; rank-0 rows: "
-              "block 0 or the others)\n", moonep::describe(c).c_str(), planner.blocks_per_rank());
+  std::printf("\nphase trace, %s, blocks_per_rank=%d (us since the first block started; first and last "
+              "block to pass)\n", moonep::describe(c).c_str(), planner.blocks_per_rank());
   for (int k = 0; k < npoints; ++k) {
     unsigned long long lo = ~0ull, hi = 0;
     for (int b = 0; b < blocks; ++b) {
@@ -144,6 +159,16 @@ void trace(const moonep::Config& c, int bpr) {
     }
     if (hi == 0) continue;
     std::printf("  %2d %-34s first %7.2f  last %7.2f\n", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
+  }
+  std::vector<double> mhz;
+  for (int b = 0; b < blocks; ++b) {
+    const unsigned long long ns = t[b * stride + npoints - 1] - t[b * stride];
+    const unsigned long long clk = t[b * stride + stride - 1] - t[b * stride + stride - 2];
+    if (ns > 0 && t[b * stride + stride - 1] > t[b * stride + stride - 2]) mhz.push_back(1000.0 * clk / ns);
+  }
+  if (!mhz.empty()) {
+    std::sort(mhz.begin(), mhz.end());
+    std::printf("  SM clock during the step: %.0f MHz (median over blocks)\n", mhz[mhz.size() / 2]);
   }
   for (auto* p : d) cudaFree(p);
   cudaFree(d_trace);

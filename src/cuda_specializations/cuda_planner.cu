@@ -130,6 +130,12 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(max_dynamic)),
              "cudaFuncSetAttribute");
+  // The empty kernel (the floor, launch_empty) takes the same dynamic
+  // shared memory: without the opt-in above 48 KiB its cooperative launch
+  // fails ("too many blocks").
+  check_cuda(cudaFuncSetAttribute(impl::empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(max_dynamic)),
+             "cudaFuncSetAttribute");
   auto resident_with = [&](i64 smem) {
     int per_sm = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl::plan_kernel, impl::kThreads,
@@ -168,19 +174,13 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   impl::KernelParams& p = s.params;
   Bump sym;
   p.sym.ctrl = sym.take(impl::kNumCtrl * impl::kCtrlStride);
-  p.sym.tpe_all = sym.take(static_cast<i64>(R) * E);
+  // Gathered counts, double-buffered by step parity (one buffer is zeroed
+  // while the other fills).
+  p.sym.tpe_half = round4(static_cast<i64>(R) * E);
+  p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
   p.sym.acum = sym.take(static_cast<i64>(E) * R);
-  p.sym.tables_begin = p.sym.acum;
   p.sym.eoff = sym.take(static_cast<i64>(R) * E);
   p.sym.cum = sym.take(static_cast<i64>(R) * E);
-  p.sym.cu = sym.take(R * Gp);
-  p.sym.zfr = sym.take(R * 2 * Gp);
-  p.sym.etc = sym.take(static_cast<i64>(R) * B);
-  p.sym.rs = sym.take(2LL * R);
-  p.sym.tables_end = sym.next;
-  p.sym.src_info = sym.take(NvS);
-  p.sym.dup_groups = sym.take(3 * NvS);
-  p.sym.dup_loffs = sym.take(NvS);
   p.sym.words = (sym.next + 63) / 64 * 64;
 
   Bump loc;
@@ -234,7 +234,6 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.trace = options.debug_trace;
   p.sym_base = s.sym.words();
   p.sym_stride = p.sym.words;
-  p.mc_base = nullptr;  // unicast broadcast only (see the header)
   p.loc_base = s.loc.words();
   p.loc_stride = p.loc.words;
   p.out_base = s.out.words();
@@ -260,7 +259,8 @@ int Planner::threads_per_block() const { return impl::kThreads; }
 const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
 namespace {
-void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream) {
+void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream,
+                        const char* what = "launching the planning kernel") {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(impl::kThreads);
@@ -271,7 +271,7 @@ void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cud
   attr.val.cooperative = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelExC(&cfg, func, args), "launching the planning kernel");
+  check_cuda(cudaLaunchKernelExC(&cfg, func, args), what);
 }
 }  // namespace
 
@@ -294,7 +294,7 @@ void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const*
 void Planner::launch_empty(cudaStream_t stream) {
   State& s = *s_;
   launch_cooperative(reinterpret_cast<const void*>(impl::empty_kernel), s.config.ranks * s.bpr, s.smem,
-                     nullptr, stream);
+                     nullptr, stream, "launching the empty kernel");
 }
 
 void Planner::check(cudaStream_t stream) {

@@ -21,23 +21,21 @@ inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
 inline constexpr int kUnroll = 4;             // entries in flight per thread
-inline constexpr int kTracePoints = 16;       // timestamps per block (debug trace)
+inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
 
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
   kGather = 0,    // rank 0's: one arrival per block of every rank per step
   kTables = 1,    // one arrival per block of rank 0 per step (tables pushed)
-  kDone = 2,      // one arrival per block of every rank per step (src_info written)
-  kDupGroups = 3, // dup_groups rows reserved in this chunk this step
-  kDupLoffs = 4,  // dup_loffs entries reserved in this chunk this step
-  kNumCtrl = 5
+  kNumCtrl = 2
 };
 
+// Virtual ranks: only rank 0's chunk holds tables (every rank reads them);
+// every chunk holds its counters.
 struct SymLayout {
-  std::int64_t ctrl, tpe_all, acum, eoff, cum, cu, zfr, etc, rs, src_info, dup_groups, dup_loffs;
+  std::int64_t ctrl, tpe_all, tpe_half, acum, eoff, cum;
   std::int64_t words;  // chunk size
-  std::int64_t tables_begin, tables_end;  // broadcast region (multicast)
 };
 
 struct LocLayout {
@@ -70,7 +68,6 @@ struct KernelParams {
   int stage_tables;// 1: C2 copies acum/eoff/cum into shared memory first
   std::int32_t* sym_base;
   std::int64_t sym_stride;
-  std::int32_t* mc_base;  // multimem address of chunk layout (null: unicast)
   std::int32_t* loc_base;
   std::int64_t loc_stride;
   std::int32_t* out_base;

@@ -73,28 +73,37 @@ __device__ __forceinline__ unsigned ld_acquire(bool sys, const unsigned* p) {
   return sys ? ld_acquire_sys(p) : ld_acquire_gpu(p);
 }
 
+// Acquire side after a relaxed poll: orders the waiter's later reads after
+// what the arrivals released. fence.acq_rel is all the release/acquire
+// pattern needs; __threadfence() is fence.sc, a heavier full barrier.
+__device__ __forceinline__ void fence_acquire(bool sys) {
+  if (sys) asm volatile("fence.acq_rel.sys;" ::: "memory");
+  else asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
 // Barrier over the `nblocks` blocks of this rank. `first` is true for
-// exactly one of them.
+// exactly one of them. The release of the arrival (after __syncthreads)
+// publishes the whole block's writes; no separate fence before it.
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool first) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
-    __threadfence();
     const unsigned old = atom_add_release_gpu(bar, inc);
     while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
     }
-    __threadfence();  // acquire side of the barrier
+    fence_acquire(false);
   }
   __syncthreads();
 }
 
 // Every thread of the block calls; thread t < ndest adds one arrival to
-// counter(t) after making the whole block's writes visible system-wide.
+// counter(t), a release that publishes the whole block's writes (they are
+// ordered before it by the __syncthreads).
 template <class CounterOf>
 __device__ __forceinline__ void arrive_all(bool sys, int ndest, CounterOf counter) {
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < ndest) {
-    fence_for(sys);
+    if (sys) __threadfence_system();
     red_release(sys, counter(static_cast<int>(threadIdx.x)), 1u);
   }
 }
@@ -102,7 +111,7 @@ __device__ __forceinline__ void arrive_all(bool sys, int ndest, CounterOf counte
 __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    fence_for(sys);
+    if (sys) __threadfence_system();
     red_release(sys, counter, 1u);
   }
 }
@@ -113,7 +122,7 @@ __device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, 
   if (threadIdx.x == 0) {
     while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
     }
-    fence_for(sys);  // acquire side: later reads see what the arrivals released
+    fence_acquire(sys);  // later reads see what the arrivals released
   }
   __syncthreads();
 }
