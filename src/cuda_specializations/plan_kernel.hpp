@@ -23,6 +23,9 @@ inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
 inline constexpr int kUnroll = 4;             // entries in flight per thread
 inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
+// Words per gathered tokens_per_expert counter: one 32-byte L2 sector each,
+// so the blocks' atomics into them do not queue up on shared sectors.
+inline constexpr int kTpeStride = 8;
 
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
