@@ -176,7 +176,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.sym.ctrl = sym.take(impl::kNumCtrl * impl::kCtrlStride);
   // Gathered counts, double-buffered by step parity (one buffer is zeroed
   // while the other fills).
-  p.sym.tpe_half = round4(static_cast<i64>(R) * E * impl::kTpeStride);
+  p.sym.tpe_half = round4(static_cast<i64>(R) * E);
   p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
   p.sym.acum = sym.take(static_cast<i64>(E) * R);
   p.sym.eoff = sym.take(static_cast<i64>(R) * E);

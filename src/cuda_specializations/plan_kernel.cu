@@ -57,13 +57,9 @@ struct Block {
   __device__ std::int32_t* out_of(int r) const { return p.out_base + (r - p.rank_base) * p.out_stride; }
   // The one copy of the planning tables every rank reads (rank 0's chunk).
   __device__ std::int32_t* tab() const { return chunk(0); }
-  // Gathered tokens_per_expert [R][E] of this step (parity of the epoch),
-  // one counter per kTpeStride words (see plan_kernel.hpp).
+  // Gathered tokens_per_expert [R][E] of this step (parity of the epoch).
   __device__ std::int32_t* tpe_all(unsigned step) const {
     return chunk(0) + p.sym.tpe_all + static_cast<i64>(step & 1u) * p.sym.tpe_half;
-  }
-  __device__ std::int32_t* tpe_at(unsigned step, int r, int e) const {
-    return tpe_all(step) + (static_cast<i64>(r) * p.E + e) * kTpeStride;
   }
   __device__ unsigned* ctr(int r, int which) const {
     return reinterpret_cast<unsigned*>(chunk(r) + p.sym.ctrl + which * kCtrlStride);
@@ -169,7 +165,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
     for (int r0 = 0; r0 < R; r0 += 8) {
       int v[8];  // loads first, so they are in flight together
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[(static_cast<i64>(r0 + u) * E + e) * kTpeStride] : 0;
+      for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int r = r0 + u;
@@ -178,67 +174,14 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
       }
     }
     s_rem[e] = run;
-    if (epn % 32 == 0) {
-      // A warp's experts share one owner: one shared atomic per warp (the
-      // same-address atomics of 32 lanes would serialise).
-      const int sum = __reduce_add_sync(0xffffffffu, run);
-      if (b.lane == 0) atomicAdd(&s_load[e / epn], sum);
-    } else {
-      atomicAdd(&s_load[e / epn], run);
-    }
+    atomicAdd(&s_load[e / epn], run);
   }
   __syncthreads();
   trace_point(p, 6);
 
-  // Fast path of steps 2 and 3 (R <= 128, epn <= 128, R*N < 2^25: every
-  // value below fits 25 bits and every index 7): the values live in
-  // registers, lane l holding ranks / local experts l, l+32, l+64, l+96;
-  // each argmax is one __reduce_max over (value << 7 | 127 - index), which
-  // picks the largest value and, among equals, the lowest index.
-  const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
-
   // Step 2: rank-level moves (one warp; at most R iterations since every
-  // iteration fills one receiver for good). Balances are in [-N, (R-1)*N];
-  // packed keys hold balance + N.
-  if (b.warp == 0 && packed) {
-    const int N = p.N;
-    const unsigned RN = static_cast<unsigned>(R) * static_cast<unsigned>(N);
-    int bal[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int r = b.lane + 32 * u;
-      bal[u] = r < R ? s_load[r] - N : 0;
-    }
-    for (int it = 0; it < R; ++it) {
-      unsigned ks = 0, kd = 0;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const unsigned r = static_cast<unsigned>(b.lane + 32 * u);
-        if (r < static_cast<unsigned>(R)) {
-          const unsigned v = static_cast<unsigned>(bal[u] + N);
-          ks = max(ks, (v << 7) | (127u - r));
-          kd = max(kd, ((RN - v) << 7) | (127u - r));
-        }
-      }
-      ks = __reduce_max_sync(0xffffffffu, ks);
-      kd = __reduce_max_sync(0xffffffffu, kd);
-      const int sv = static_cast<int>(ks >> 7) - N, si = 127 - static_cast<int>(ks & 127u);
-      const int dv = static_cast<int>(RN - (kd >> 7)) - N, di = 127 - static_cast<int>(kd & 127u);
-      if (sv <= 0 || dv >= 0) break;
-      const int move = -dv;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int r = b.lane + 32 * u;
-        if (r == si) bal[u] -= move;
-        if (r == di) bal[u] = 0;
-      }
-      if (b.lane == 0) {
-        s_from[di] = si;
-        s_quota[di] = move;
-      }
-    }
-    __syncwarp();
-  } else if (b.warp == 0) {
+  // iteration fills one receiver for good).
+  if (b.warp == 0) {
     for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
     __syncwarp();
     for (int it = 0; it < R; ++it) {
@@ -267,7 +210,12 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   // Step 3: expert split, one warp per owner h. Every (receiver, expert)
   // pair is taken at most once (each take empties a quota or a remaining),
   // so the pairs are the receiver's remote experts (step 4's candidates).
-  // Fast path: quotas and remainders in registers, packed keys (above).
+  // Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
+  // and every index 7): quotas and remainders live in registers, lane l
+  // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
+  // one __reduce_max over (value << 7 | 127 - index), which picks the
+  // largest value and, among equals, the lowest index.
+  const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
   for (int h = b.warp; h < R; h += kWarps) {
     if (packed) {
       int q[4], rm[4];
@@ -542,37 +490,6 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 }
 
 // ---- C2: destinations, src_info, dedup, dup structures ---------------------
-// Visits the dup groups (primaries with duplicates, bits of `mask`) of each
-// lane's token with the warp in lockstep: iteration i hands every lane its
-// i-th group (d = -1: none left). All 32 lanes must call. For each group:
-// its destination d, primary kp, duplicates n (< 32), the lanes of the warp
-// with the same d this iteration (peers), and the exclusive prefix and
-// total of n over those peers (one ballot per bit of n).
-template <class F>
-__device__ __forceinline__ void for_dup_groups(const Block& b, const int* s_d, int base, int K,
-                                               unsigned mask, F&& f) {
-  const int iters = static_cast<int>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(__popc(mask))));
-  const unsigned lt = (1u << b.lane) - 1u;
-  for (int it = 0; it < iters; ++it) {
-    int d = -1, n = 0, kp = -1;
-    if (mask) {
-      kp = __ffs(mask) - 1;
-      mask &= mask - 1u;
-      d = s_d[base + kp];
-      for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
-    }
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    int before = 0, total = 0;
-#pragma unroll
-    for (int bit = 0; bit < 5; ++bit) {
-      const unsigned has = __ballot_sync(0xffffffffu, (n >> bit) & 1) & peers;
-      before += __popc(has & lt) << bit;
-      total += __popc(has) << bit;
-    }
-    f(d, kp, n, peers, before, total);
-  }
-}
-
 __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
@@ -660,35 +577,26 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     trace_point(p, 13);
 
     // Step 7 per token: later entries bound for a rank already used are
-    // stored as -dst-1. Then the dup groups and loffs per destination are
-    // counted, one shared atomic per (warp, destination) instead of one per
-    // thread: same-address shared atomics serialise, and they were most of
-    // C2's time.
-    for (int tb = 0; tb < nt; tb += kThreads) {
-      const int tok = tb + b.tid;
-      const bool valid = tok < nt;
+    // stored as -dst-1; count the dup groups/loffs per destination.
+    for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       unsigned mask = 0;  // bit k: entry k is a primary with duplicates
-      if (valid) {
-        for (int k = 1; k < K; ++k) {
-          const int d = s_d[base + k];
-          if (d < 0) continue;
-          int prim = -1;
-          for (int k2 = 0; k2 < k; ++k2) {
-            if (s_d[base + k2] == d) { prim = k2; break; }
-          }
-          if (prim < 0) continue;
-          s_dst[base + k] = -s_dst[base + k] - 1;
+      for (int k = 1; k < K; ++k) {
+        const int d = s_d[base + k];
+        if (d < 0) continue;
+        int prim = -1;
+        for (int k2 = 0; k2 < k; ++k2) {
+          if (s_d[base + k2] == d) { prim = k2; break; }
+        }
+        if (prim < 0) continue;
+        s_dst[base + k] = -s_dst[base + k] - 1;
+        atomicAdd(&s_nl[d], 1);
+        if (!((mask >> prim) & 1u)) {
           mask |= 1u << prim;
+          atomicAdd(&s_ng[d], 1);
         }
-        s_mask[tok] = mask;
       }
-      for_dup_groups(b, s_d, base, K, mask, [&](int d, int, int, unsigned peers, int, int total) {
-        if (d >= 0 && b.lane == __ffs(peers) - 1) {
-          atomicAdd(&s_ng[d], __popc(peers));
-          atomicAdd(&s_nl[d], total);
-        }
-      });
+      s_mask[tok] = mask;
     }
     __syncthreads();
 
@@ -707,27 +615,21 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     trace_point(p, 14);
 
     // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
-    // increasing k, written into the destination's outputs; places taken
-    // per (warp, destination) as in step 7.
-    for (int tb = 0; tb < nt; tb += kThreads) {
-      const int tok = tb + b.tid;
+    // increasing k, written into the destination's chunk.
+    for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
-      const unsigned mask = tok < nt ? s_mask[tok] : 0u;
-      for_dup_groups(b, s_d, base, K, mask, [&](int d, int kp, int n, unsigned peers, int before, int total) {
-        const int leader = __ffs(peers) - 1;
-        int rb = 0, lb = 0;
-        if (d >= 0 && b.lane == leader) {
-          rb = atomicAdd(&s_ng[d], __popc(peers));
-          lb = atomicAdd(&s_nl[d], total);
-        }
-        rb = __shfl_sync(0xffffffffu, rb, leader);
-        lb = __shfl_sync(0xffffffffu, lb, leader);
-        if (d < 0) return;
-        const int row = s_gb[d] + rb + __popc(peers & ((1u << b.lane) - 1u));
-        const int start = s_lb[d] + lb + before;
+      unsigned mask = s_mask[tok];
+      while (mask) {
+        const int kp = __ffs(mask) - 1;
+        mask &= mask - 1u;
+        const int d = s_d[base + kp];
+        int n = 0;
+        for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
+        const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+        const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
         if (row >= NvS || start + n > NvS) {
           internal_error(p);
-          return;
+          continue;
         }
         std::int32_t* dc = b.out_of(d);
         dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = s_dst[base + kp] - d * NvS;
@@ -737,7 +639,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
         for (int k = kp + 1; k < K; ++k) {
           if (s_d[base + k] == d) dc[p.out.dup_loffs + j++] = (-s_dst[base + k] - 1) - d * NvS;
         }
-      });
+      }
     }
     for (int li = b.tid; li < ne; li += kThreads) out_dst[i0 + li] = s_dst[li];
     __syncthreads();
@@ -801,6 +703,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   std::int32_t* hist = b.loc() + p.loc.hist;
   const int nwp = (p.nworkers + 3) & ~3;
   if (s.worker) {
+    std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
     for (int e = b.tid; e < p.E; e += kThreads) {
       int run = 0;
       for (int w = 0; w < kWarps; ++w) {
@@ -809,7 +712,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
         run += c;
       }
       hist[static_cast<i64>(e) * nwp + s.w] = run;
-      if (run > 0) atomicAdd(b.tpe_at(b.epoch, b.rank, e), run);
+      if (run > 0) atomicAdd(tall + e, run);
     }
   }
   arrive_one(sys, b.ctr(0, kGather));
@@ -845,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
     // zero them for the step after.
     {
       std::int32_t* other = b.tpe_all(next);
-      for (i64 i = t0; i < static_cast<i64>(p.R) * p.E; i += nthr) other[i * kTpeStride] = 0;
+      for (i64 i = t0; i < static_cast<i64>(p.R) * p.E; i += nthr) other[i] = 0;
     }
     unsigned* bflag = reinterpret_cast<unsigned*>(b.loc() + p.loc.bflag);
     if (b.lb == 0) {
@@ -871,8 +774,9 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   if (b.lb == 0 && p.tpe[b.g]) {
     // The given tokens_per_expert must match the counted one.
     const std::int32_t* given = p.tpe[b.g];
+    const std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
     for (int e = b.tid; e < p.E; e += kThreads) {
-      if (given[e] != *b.tpe_at(b.epoch, b.rank, e)) record(&p.status->bad_tpe, b.rank, e);
+      if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
     }
   }
   c2_destinations(b, s, sm);

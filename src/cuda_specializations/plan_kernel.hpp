@@ -20,15 +20,9 @@ inline constexpr int kThreads = 256;          // threads per block
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
-// Entries in flight per thread (C1: per lane of a warp's slice; C2: per
-// thread of a tile). 5 covers the headline's 132 entries per warp (C1) and
-// 1056-1064 entries per block (C2) in one batch of loads instead of two.
-inline constexpr int kUnroll = 5;
+inline constexpr int kUnroll = 4;             // entries in flight per thread
 inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
-// Words per gathered tokens_per_expert counter: one 32-byte L2 sector each,
-// so the blocks' atomics into them do not queue up on shared sectors.
-inline constexpr int kTpeStride = 8;
 
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
