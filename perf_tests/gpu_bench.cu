@@ -6,6 +6,7 @@
 // reference planner. Usage: moonep_gpu_bench [steps] (default 500).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -66,12 +67,14 @@ struct Row {
   double step = 0, step_graph = 0, floor = 0, floor_graph = 0;
 };
 
-Row bench(const moonep::Config& c, int steps) {
+Row bench(const moonep::Config& c, int bpr, int steps) {
   Row row;
   row.config = moonep::describe(c);
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  moonep::cuda::Planner planner(c);
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  moonep::cuda::Planner planner(c, opt);
   row.bpr = planner.blocks_per_rank();
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   std::vector<int32_t*> d(c.ranks);
@@ -100,6 +103,77 @@ Row bench(const moonep::Config& c, int steps) {
   return row;
 }
 
+// Where a step's time goes: %globaltimer stamps at the kernel's phase
+// boundaries (thread 0 of every block), for the last of 20 steps. Printed
+// per point as the earliest and the latest block's time since the earliest
+// block started; last, the SM clock the step ran at (clock64 over
+// globaltimer, median over blocks).
+void trace(const moonep::Config& c, int bpr) {
+  const char* names[] = {"start",
+                         "C1 pass 1 (histograms)",
+                         "counts added, gather arrival",
+                         "grid barrier G1 (per rank)",
+                         "C1 pass 2 (bases + ranking)",
+                         "rank0: all counts arrived",
+                         "rank0: step 1 done",
+                         "rank0: step 2 done",
+                         "rank0: steps 1-3 done, flag",
+                         "rank0: others see the flag",
+                         "rank0: steps 4-5 + tables out",
+                         "tables visible",
+                         "C2 tables staged",
+                         "C2 step 6 (dst, src_info)",
+                         "C2 step 7 + dup reservations",
+                         "C2 done (kernel end)"};
+  const int npoints = 16, stride = 24;
+  const int blocks_max = c.ranks * bpr;
+  unsigned long long* d_trace = nullptr;
+  ok(cudaMalloc(reinterpret_cast<void**>(&d_trace), blocks_max * stride * 8), "trace malloc");
+  ok(cudaMemset(d_trace, 0, blocks_max * stride * 8), "trace memset");
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  opt.debug_trace = d_trace;
+  moonep::cuda::Planner planner(c, opt);
+  const int blocks = c.ranks * planner.blocks_per_rank();
+  const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
+  std::vector<int32_t*> d(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
+    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
+  }
+  for (int i = 0; i < 20; ++i) planner.plan(d.data(), nullptr, nullptr);
+  planner.check(nullptr);
+  std::vector<unsigned long long> t(static_cast<size_t>(blocks) * stride);
+  ok(cudaMemcpy(t.data(), d_trace, t.size() * 8, cudaMemcpyDeviceToHost), "trace copy");
+  unsigned long long t0 = ~0ull;
+  for (int b = 0; b < blocks; ++b) t0 = std::min(t0, t[b * stride]);
+  std::printf("\nphase trace, %s, blocks_per_rank=%d (us since the first block started; first and last "
+              "block to pass)\n", moonep::describe(c).c_str(), planner.blocks_per_rank());
+  for (int k = 0; k < npoints; ++k) {
+    unsigned long long lo = ~0ull, hi = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long v = t[b * stride + k];
+      if (v == 0 || v < t0) continue;  // this block does not pass this point
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (hi == 0) continue;
+    std::printf("  %2d %-34s first %7.2f  last %7.2f\n", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
+  }
+  std::vector<double> mhz;
+  for (int b = 0; b < blocks; ++b) {
+    const unsigned long long ns = t[b * stride + npoints - 1] - t[b * stride];
+    const unsigned long long clk = t[b * stride + stride - 1] - t[b * stride + stride - 2];
+    if (ns > 0 && t[b * stride + stride - 1] > t[b * stride + stride - 2]) mhz.push_back(1000.0 * clk / ns);
+  }
+  if (!mhz.empty()) {
+    std::sort(mhz.begin(), mhz.end());
+    std::printf("  SM clock during the step: %.0f MHz (median over blocks)\n", mhz[mhz.size() / 2]);
+  }
+  for (auto* p : d) cudaFree(p);
+  cudaFree(d_trace);
+}
+
 moonep::Config config(int R, int E, int K, int S, int B, int tp) {
   moonep::Config c;
   c.ranks = R;
@@ -126,16 +200,22 @@ int main(int argc, char** argv) {
   ok(cudaGetDeviceProperties(&prop, dev), "props");
   std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps\n", prop.name,
               prop.multiProcessorCount, steps);
-  const std::vector<moonep::Config> configs = {
-      config(8, 256, 8, 4096, 32, 128),   // headline
-      config(8, 256, 8, 8192, 32, 128),
-      config(8, 1024, 8, 4096, 32, 128),
-      config(16, 256, 8, 4096, 32, 128),
-      config(4, 256, 8, 4096, 32, 128),
+  const moonep::Config head = config(8, 256, 8, 4096, 32, 128);
+  const std::vector<std::pair<moonep::Config, int>> configs = {
+      {head, 32}, {head, 16}, {head, 8},
+      {config(8, 256, 8, 8192, 32, 128), 32},
+      {config(8, 256, 8, 8192, 32, 128), 16},
+      {config(8, 1024, 8, 4096, 32, 128), 32},
+      {config(8, 1024, 8, 4096, 32, 128), 16},
+      {config(16, 256, 8, 4096, 32, 128), 32},
+      {config(16, 256, 8, 4096, 32, 128), 16},
+      {config(4, 256, 8, 4096, 32, 128), 32},
   };
   std::vector<Row> rows;
   try {
-    for (const auto& c : configs) rows.push_back(bench(c, steps));
+    trace(head, 32);
+    trace(head, 16);
+    for (const auto& c : configs) rows.push_back(bench(c.first, c.second, steps));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
     return 1;

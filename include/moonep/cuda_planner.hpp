@@ -7,23 +7,16 @@
 // Virtual ranks: this planner runs R ranks on one GPU as R groups of blocks
 // of one cooperative launch. Each group has its own software grid barrier;
 // the groups share one device buffer as the "symmetric buffer" (one chunk
-// per rank, back to back) and synchronise through system-scope
-// release/acquire counters in it, exactly as separate GPUs would over
-// NVLink. The kernel only sees "chunk base + stride" and a rank id per
-// group, so a one-GPU-per-rank world can launch the same kernel with one
-// group per launch.
+// per rank, back to back) for the gathered counts, the tables and the
+// release/acquire counters (GPU scope) they synchronise through.
 //
-// NVLink multicast — READ THIS. The tables rank 0 computes are broadcast to
-// every rank with plain (unicast) 16-byte stores into each rank's chunk.
-// That is the default and the ONLY path this library's tests, benchmarks
-// and scripts use. A multimem.st (NVLink SHARP multicast) broadcast path
-// exists in the kernel but is reachable only when a caller explicitly sets
-// Options::multicast = true AND passes a multicast address it created
-// itself, AND the device reports multicast support at run time. MoonEP never
+// NVLink multicast — READ THIS. With virtual ranks every rank reads the
+// one copy of the tables rank 0 writes, and every result is stored straight
+// into the destination rank's output buffer; nothing is broadcast, and the
+// kernel has no multimem (NVLink SHARP multicast) path at all. MoonEP never
 // creates multicast objects (no cuMulticastCreate anywhere): misconfigured
-// multicast can take a shared host's GPUs down for days. With virtual ranks
-// (this class) multicast is meaningless — every chunk lives on one GPU — so
-// asking for it throws.
+// multicast can take a shared host's GPUs down for days. Asking this class
+// for multicast (Options::multicast = true) throws.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -51,6 +44,11 @@ struct Options {
   // see the header comment. Ignored unless multicast_address is non-null.
   bool multicast = false;
   void* multicast_address = nullptr;
+  // Profiling only: a device buffer of ranks*blocks_per_rank*24 uint64
+  // that receives %globaltimer stamps at phase boundaries (thread 0 of every
+  // block; the last two words of a block: SM clock64 at its start and
+  // end). Null (the default) costs nothing measurable.
+  unsigned long long* debug_trace = nullptr;
 };
 
 // Device pointers to one rank's plan (PLANNING.md "What each rank's plan

@@ -118,16 +118,38 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   const i64 Gp = round4(E + B);
 
   // Blocks per rank: all R*bpr blocks must be resident at once for the
-  // software barriers. Lower bpr for virtual ranks if they cannot be.
+  // software barriers. Stage C2's lookup tables in shared memory when that
+  // still lets R*blocks_per_rank blocks be resident; otherwise lower bpr
+  // for virtual ranks (blocks_per_rank() reports what was used).
   const int tile_tokens_max = std::max(1, impl::kTileEntries / K);
-  s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, K);
-  // The dynamic shared memory a launch may ask for is the opt-in maximum
-  // less the kernel's static shared memory. Allow that once for every
-  // planner: setting it to this planner's own need could shrink it under
-  // another live planner that needs more.
+  // Any planner may launch with up to the device's opt-in maximum less the
+  // kernel's static shared memory (a larger value is an invalid argument).
   cudaFuncAttributes fattr{};
   check_cuda(cudaFuncGetAttributes(&fattr, impl::plan_kernel), "cudaFuncGetAttributes");
   const i64 max_dynamic = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
+  check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(max_dynamic)),
+             "cudaFuncSetAttribute");
+  // The empty kernel (the floor, launch_empty) takes the same dynamic
+  // shared memory: without the opt-in above 48 KiB its cooperative launch
+  // fails ("too many blocks").
+  check_cuda(cudaFuncSetAttribute(impl::empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(max_dynamic)),
+             "cudaFuncSetAttribute");
+  auto resident_with = [&](i64 smem) {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl::plan_kernel, impl::kThreads,
+                                                             static_cast<size_t>(smem)),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    return static_cast<i64>(per_sm) * prop.multiProcessorCount;
+  };
+  bool stage = (static_cast<i64>(E) * R) % 4 == 0;
+  if (stage) {
+    const i64 smem = impl::shared_bytes(R, E, B, tile_tokens_max, true);
+    stage = smem <= max_dynamic &&
+            static_cast<i64>(R) * options.blocks_per_rank <= resident_with(smem);
+  }
+  s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, stage);
   if (s.smem > max_dynamic) {
     std::ostringstream m;
     m << "moonep::cuda::Planner: " << describe(config) << " needs " << s.smem
@@ -135,14 +157,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
       << " (experts too many for one block)";
     throw RuntimeError(m.str());
   }
-  check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(max_dynamic)),
-             "cudaFuncSetAttribute");
-  int per_sm = 0;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl::plan_kernel, impl::kThreads,
-                                                           static_cast<size_t>(s.smem)),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const i64 resident = static_cast<i64>(per_sm) * prop.multiProcessorCount;
+  const i64 resident = resident_with(s.smem);
   s.bpr = options.blocks_per_rank;
   if (static_cast<i64>(R) * s.bpr > resident) s.bpr = static_cast<int>(resident / R);
   if (s.bpr < 1) {
@@ -159,24 +174,19 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   impl::KernelParams& p = s.params;
   Bump sym;
   p.sym.ctrl = sym.take(impl::kNumCtrl * impl::kCtrlStride);
-  p.sym.tpe_all = sym.take(static_cast<i64>(R) * E);
+  // Gathered counts, double-buffered by step parity (one buffer is zeroed
+  // while the other fills).
+  p.sym.tpe_half = round4(static_cast<i64>(R) * E);
+  p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
   p.sym.acum = sym.take(static_cast<i64>(E) * R);
-  p.sym.tables_begin = p.sym.acum;
   p.sym.eoff = sym.take(static_cast<i64>(R) * E);
   p.sym.cum = sym.take(static_cast<i64>(R) * E);
-  p.sym.cu = sym.take(R * Gp);
-  p.sym.zfr = sym.take(R * 2 * Gp);
-  p.sym.etc = sym.take(static_cast<i64>(R) * B);
-  p.sym.rs = sym.take(2LL * R);
-  p.sym.tables_end = sym.next;
-  p.sym.src_info = sym.take(NvS);
-  p.sym.dup_groups = sym.take(3 * NvS);
-  p.sym.dup_loffs = sym.take(NvS);
   p.sym.words = (sym.next + 63) / 64 * 64;
 
   Bump loc;
   p.loc.gbar = loc.take(32);
   p.loc.epoch = loc.take(32);
+  p.loc.bflag = loc.take(32);
   p.loc.hist = loc.take(static_cast<i64>(round4(nworkers)) * E);
   p.loc.pos = loc.take(N);
   p.loc.alloc = loc.take(static_cast<i64>(E) * R);
@@ -219,9 +229,11 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.rank_base = 0;
   p.groups = R;
   p.tile_tokens = tile_tokens;
+  p.sys_scope = 0;  // virtual ranks: one GPU
+  p.stage_tables = stage ? 1 : 0;
+  p.trace = options.debug_trace;
   p.sym_base = s.sym.words();
   p.sym_stride = p.sym.words;
-  p.mc_base = nullptr;  // unicast broadcast only (see the header)
   p.loc_base = s.loc.words();
   p.loc_stride = p.loc.words;
   p.out_base = s.out.words();
@@ -247,7 +259,8 @@ int Planner::threads_per_block() const { return impl::kThreads; }
 const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
 namespace {
-void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream) {
+void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream,
+                        const char* what = "launching the planning kernel") {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(impl::kThreads);
@@ -258,7 +271,7 @@ void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cud
   attr.val.cooperative = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  check_cuda(cudaLaunchKernelExC(&cfg, func, args), "launching the planning kernel");
+  check_cuda(cudaLaunchKernelExC(&cfg, func, args), what);
 }
 }  // namespace
 
@@ -281,7 +294,7 @@ void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const*
 void Planner::launch_empty(cudaStream_t stream) {
   State& s = *s_;
   launch_cooperative(reinterpret_cast<const void*>(impl::empty_kernel), s.config.ranks * s.bpr, s.smem,
-                     nullptr, stream);
+                     nullptr, stream, "launching the empty kernel");
 }
 
 void Planner::check(cudaStream_t stream) {

@@ -19,27 +19,27 @@ namespace moonep::cuda::impl {
 inline constexpr int kThreads = 256;          // threads per block
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
-inline constexpr int kTileEntries = 2048;     // Phase C2 tile (entries)
+inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
+inline constexpr int kUnroll = 4;             // entries in flight per thread
+inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
 
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
   kGather = 0,    // rank 0's: one arrival per block of every rank per step
   kTables = 1,    // one arrival per block of rank 0 per step (tables pushed)
-  kDone = 2,      // one arrival per block of every rank per step (src_info written)
-  kDupGroups = 3, // dup_groups rows reserved in this chunk this step
-  kDupLoffs = 4,  // dup_loffs entries reserved in this chunk this step
-  kNumCtrl = 5
+  kNumCtrl = 2
 };
 
+// Virtual ranks: only rank 0's chunk holds tables (every rank reads them);
+// every chunk holds its counters.
 struct SymLayout {
-  std::int64_t ctrl, tpe_all, acum, eoff, cum, cu, zfr, etc, rs, src_info, dup_groups, dup_loffs;
+  std::int64_t ctrl, tpe_all, tpe_half, acum, eoff, cum;
   std::int64_t words;  // chunk size
-  std::int64_t tables_begin, tables_end;  // broadcast region (multicast)
 };
 
 struct LocLayout {
-  std::int64_t gbar, epoch, hist, pos, alloc, cand, ncand;
+  std::int64_t gbar, epoch, bflag, hist, pos, alloc, cand, ncand;
   std::int64_t words;
 };
 
@@ -64,9 +64,10 @@ struct KernelParams {
   int rank_base;   // rank of group 0 of this launch
   int groups;      // ranks in this launch
   int tile_tokens; // Phase C2 tokens per tile
+  int sys_scope;   // 1: ranks are separate GPUs (system-scope sync); 0: virtual ranks
+  int stage_tables;// 1: C2 copies acum/eoff/cum into shared memory first
   std::int32_t* sym_base;
   std::int64_t sym_stride;
-  std::int32_t* mc_base;  // multimem address of chunk layout (null: unicast)
   std::int32_t* loc_base;
   std::int64_t loc_stride;
   std::int32_t* out_base;
@@ -75,11 +76,12 @@ struct KernelParams {
   LocLayout loc;
   OutLayout out;
   DeviceStatus* status;
+  unsigned long long* trace;  // null, or [blocks][kTracePoints] globaltimer stamps
   const std::int32_t* topk[kMaxGroups];
   const std::int32_t* tpe[kMaxGroups];
 };
 
 // Dynamic shared memory the kernel needs for a problem (bytes).
-std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, int K);
+std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables);
 
 }  // namespace moonep::cuda::impl

@@ -26,6 +26,21 @@ __device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
   return v;
 }
 
+// Polling reads: relaxed (an acquire per poll would also invalidate the
+// SM's L1 each time, under the feet of co-resident blocks doing real work);
+// the waiter issues one fence after the condition holds.
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned ld_relaxed_sys(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ unsigned atom_add_release_gpu(unsigned* p, unsigned v) {
   unsigned old;
   asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;"
@@ -37,47 +52,77 @@ __device__ __forceinline__ void red_release_sys(unsigned* p, unsigned v) {
   asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void red_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Cross-rank operations take `sys`: true when ranks are separate GPUs
+// (system scope, NVLink), false for virtual ranks of one GPU, where the
+// cheaper GPU scope is enough.
+__device__ __forceinline__ void fence_for(bool sys) {
+  if (sys) __threadfence_system(); else __threadfence();
+}
+__device__ __forceinline__ void red_release(bool sys, unsigned* p, unsigned v) {
+  if (sys) red_release_sys(p, v); else red_release_gpu(p, v);
+}
+__device__ __forceinline__ unsigned ld_acquire(bool sys, const unsigned* p) {
+  return sys ? ld_acquire_sys(p) : ld_acquire_gpu(p);
+}
+
+// Acquire side after a relaxed poll: orders the waiter's later reads after
+// what the arrivals released. fence.acq_rel is all the release/acquire
+// pattern needs; __threadfence() is fence.sc, a heavier full barrier.
+__device__ __forceinline__ void fence_acquire(bool sys) {
+  if (sys) asm volatile("fence.acq_rel.sys;" ::: "memory");
+  else asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
 // Barrier over the `nblocks` blocks of this rank. `first` is true for
-// exactly one of them.
+// exactly one of them. The release of the arrival (after __syncthreads)
+// publishes the whole block's writes; no separate fence before it.
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool first) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
-    __threadfence();
     const unsigned old = atom_add_release_gpu(bar, inc);
-    while (((old ^ ld_acquire_gpu(bar)) & 0x80000000u) == 0u) {
+    while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
     }
-    __threadfence();
+    fence_acquire(false);
   }
   __syncthreads();
 }
 
 // Every thread of the block calls; thread t < ndest adds one arrival to
-// counter(t) after making the whole block's writes visible system-wide.
+// counter(t), a release that publishes the whole block's writes (they are
+// ordered before it by the __syncthreads).
 template <class CounterOf>
-__device__ __forceinline__ void arrive_all(int ndest, CounterOf counter) {
+__device__ __forceinline__ void arrive_all(bool sys, int ndest, CounterOf counter) {
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < ndest) {
-    __threadfence_system();
-    red_release_sys(counter(static_cast<int>(threadIdx.x)), 1u);
+    if (sys) __threadfence_system();
+    red_release(sys, counter(static_cast<int>(threadIdx.x)), 1u);
   }
 }
 
-__device__ __forceinline__ void arrive_one(unsigned* counter) {
+__device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence_system();
-    red_release_sys(counter, 1u);
+    if (sys) __threadfence_system();
+    red_release(sys, counter, 1u);
   }
 }
 
 // Waits until *counter has reached target (mod 2^32); the whole block
 // continues afterwards.
-__device__ __forceinline__ void wait_counter(const unsigned* counter, unsigned target) {
+__device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
-    while (static_cast<int>(ld_acquire_sys(counter) - target) < 0) {
+    while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
     }
-    __threadfence();
+    fence_acquire(sys);  // later reads see what the arrivals released
   }
   __syncthreads();
 }
