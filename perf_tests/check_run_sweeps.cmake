@@ -2,6 +2,7 @@
 # mode and checks the CSV it writes — the header names every common column
 # and every row fills all of them. No timing is asserted.
 #   -DDRIVER=run_sweeps.sh -DBUILD_DIR=<build> -DOUT_DIR=<scratch dir>
+#   [-DEXPECT_WORLDS=a,b] worlds that must have rows (the benches built)
 file(REMOVE_RECURSE "${OUT_DIR}")
 execute_process(COMMAND sh "${DRIVER}" --smoke --build "${BUILD_DIR}" --out "${OUT_DIR}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -56,3 +57,17 @@ foreach(row IN LISTS rows)
   endforeach()
 endforeach()
 message(STATUS "${csv}: header and ${n} lines, every column filled")
+
+# Every bench of this build took part: one row at least per expected world.
+string(REPLACE "," ";" expect_worlds "${EXPECT_WORLDS}")
+foreach(world IN LISTS expect_worlds)
+  set(found OFF)
+  foreach(row IN LISTS rows)
+    if(row MATCHES ",${world},")
+      set(found ON)
+    endif()
+  endforeach()
+  if(NOT found)
+    message(FATAL_ERROR "${csv}: no row for world '${world}' (its bench did not run)")
+  endif()
+endforeach()

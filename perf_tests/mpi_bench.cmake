@@ -5,6 +5,7 @@ if(NOT MoonEP_HAVE_MPI)
 endif()
 add_executable(mpi_bench ${CMAKE_CURRENT_LIST_DIR}/mpi_bench.cpp)
 target_link_libraries(mpi_bench PRIVATE moonep)
+moonep_perf_csv(mpi_bench)
 
 if(MoonEP_ENABLE_TESTS)
   # Smoke test: the benchmark still runs (tiny configuration, 2 processes).

@@ -10,6 +10,7 @@
 // options: --experts-per-rank 64 --topk 8 --tokens 4096 --copy-slots 8
 //          --token-padding 16 --imbalance 1.0 --steps 21 --worlds shared,rma
 //          --smoke (a tiny configuration and 3 steps, for CTest)
+//          --csv FILE (also append the rows to FILE, perf_tests/csv_report.hpp)
 //
 // A step's time is the slowest rank's: every rank starts after a barrier
 // and the per-rank times are reduced with MPI_MAX. The in-process figure
@@ -31,6 +32,8 @@
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
 
+#include "csv_report.hpp"  // after Kokkos_Core.hpp (via planner.hpp): reads KOKKOS_VERSION
+
 namespace {
 
 using Exec = Kokkos::DefaultHostExecutionSpace;
@@ -45,6 +48,7 @@ struct Options {
   int steps = 21;
   bool inprocess = false, header = false;
   std::vector<std::string> worlds{"shared", "rma"};
+  std::string csv;  // --csv FILE; empty = table only
 };
 
 Options parse(int argc, char** argv) {
@@ -69,6 +73,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--token-padding") o.token_padding = std::atoi(next());
     else if (a == "--imbalance") o.imbalance = std::atof(next());
     else if (a == "--steps") o.steps = std::atoi(next());
+    else if (a == "--csv") o.csv = next();
     else if (a == "--worlds") {
       o.worlds.clear();
       std::stringstream list(next());
@@ -98,7 +103,8 @@ void print_header() {
               "imb", "median us", "min us", "max us", "Me/s");
 }
 
-void print_row(const std::string& world, int np, const moonep::Config& c, double imbalance,
+// One table row, and with --csv one CSV row (world: inprocess, shared, rma).
+void print_row(const Options& o, const std::string& world, int np, const moonep::Config& c, double imbalance,
                std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
   const double med = seconds[seconds.size() / 2];
@@ -107,6 +113,16 @@ void print_row(const std::string& world, int np, const moonep::Config& c, double
               c.topk, c.tokens, c.copy_slots, c.token_padding, imbalance, med * 1e6, seconds.front() * 1e6,
               seconds.back() * 1e6, entries / med / 1e6);
   std::fflush(stdout);
+  if (!o.csv.empty()) {
+    moonep::perf::CsvRow row;
+    row.backend = "portable";
+    row.world = world.rfind("mpi-", 0) == 0 ? world.substr(4) : world;
+    row.config = c;
+    row.imbalance = imbalance;
+    row.time_per_step_us = med * 1e6;
+    row.entries_per_s = entries / med;
+    moonep::perf::CsvReport(o.csv).append(row);
+  }
 }
 
 HostView to_view(const std::vector<std::int32_t>& row) {
@@ -135,7 +151,7 @@ void bench_inprocess(const Options& o) {
     planner.plan(views);
     t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
   }
-  print_row("inprocess", 1, c, o.imbalance, t);
+  print_row(o, "inprocess", 1, c, o.imbalance, t);
 }
 
 // One rank per MPI process, for each requested world.
@@ -161,7 +177,7 @@ void bench_mpi(const Options& o) {
       MPI_Allreduce(&mine_s, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       t.push_back(slowest);
     }
-    if (rank == 0) print_row(std::string("mpi-") + moonep::to_string(world->kind()), size, c, o.imbalance, t);
+    if (rank == 0) print_row(o, std::string("mpi-") + moonep::to_string(world->kind()), size, c, o.imbalance, t);
   }
 }
 
