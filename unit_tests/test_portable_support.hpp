@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "moonep/impl/splitmix64.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
@@ -16,17 +17,8 @@ using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 using PortablePlanner = Planner<Exec>;
 
-// Small deterministic generator (tests must not depend on <random>).
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-};
+// Deterministic everywhere (tests must not depend on <random>).
+using Rng = moonep::impl::SplitMix64;
 
 enum class Shape { uniform, skewed, heavy_skew, one_expert, repeated_in_token, random_dups };
 

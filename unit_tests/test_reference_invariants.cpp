@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "moonep/impl/splitmix64.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
 #include "support/plan_invariants.hpp"
@@ -25,19 +26,8 @@ Config config(int R, int E, int K, int S, int B, int tp) {
   return c;
 }
 
-// Test-local generator (splitmix64), so the sweep is the same everywhere.
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-  template <class T>
-  T pick(const std::vector<T>& v) { return v[below(static_cast<int>(v.size()))]; }
-};
+// Deterministic everywhere (tests must not depend on <random>).
+using Rng = moonep::impl::SplitMix64;
 
 // Hand-built routings: the shapes synthetic_routing does not produce.
 enum class Shape { synthetic, one_expert, same_expert_k_times, independent, one_owner, all_remote };

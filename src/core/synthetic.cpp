@@ -3,29 +3,15 @@
 // compiler and standard library.
 #include "moonep/synthetic.hpp"
 
+#include "moonep/impl/splitmix64.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 namespace moonep {
-namespace {
 
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  double normal() {
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
-
-}  // namespace
+using impl::SplitMix64;
 
 Routing synthetic_routing(const Config& c, double imbalance, std::uint64_t seed) {
   SplitMix64 rng{seed * 0x2545F4914F6CDD1Dull + 1};
