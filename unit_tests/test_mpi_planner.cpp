@@ -45,12 +45,6 @@ std::string plan_and_compare(MpiPlanner& planner, const Routing& routing, bool g
   return plan_difference(expected.ranks[me], planner.last_plan().to_host(0));
 }
 
-Config make(int R, int E, int K, int S, int B, int tp) {
-  Config c;
-  c.ranks = R; c.experts = E; c.topk = K; c.tokens = S; c.copy_slots = B; c.token_padding = tp;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("MPI planner: bit-exact against the reference on random problems, both worlds") {
@@ -66,7 +60,7 @@ TEST_CASE("MPI planner: bit-exact against the reference on random problems, both
       const int S = trial % 11 == 0 ? 1 : 1 + rng.below(64);
       const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
       const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-      const Config c = make(R, R * epn, K, S, B, tp);
+      const Config c = Config{R, R * epn, K, S, B, tp};
       const Routing routing = make_routing(c, shapes[trial % 6], 500 + trial);
       INFO("world " << to_string(kind) << ", trial " << trial << ": " << describe(c));
       MpiPlanner planner(c, *world);
@@ -77,7 +71,7 @@ TEST_CASE("MPI planner: bit-exact against the reference on random problems, both
 
 TEST_CASE("MPI planner: a realistic skewed step (E=64*R, K=8, S=512)") {
   const int R = moonep_test::world_size();
-  const Config c = make(R, 64 * R, 8, 512, 4, 16);
+  const Config c = Config{R, 64 * R, 8, 512, 4, 16};
   const Routing routing = synthetic_routing(c, 1.5, 11);
   for (const auto kind : moonep_test::world_kinds()) {
     INFO("world " << to_string(kind));
@@ -89,7 +83,7 @@ TEST_CASE("MPI planner: a realistic skewed step (E=64*R, K=8, S=512)") {
 
 TEST_CASE("MPI planner: one planner reused across steps") {
   const int R = moonep_test::world_size();
-  const Config c = make(R, 8 * R, 4, 96, 3, 8);
+  const Config c = Config{R, 8 * R, 4, 96, 3, 8};
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = make_mpi_world(MPI_COMM_WORLD, kind);
     MpiPlanner planner(c, *world);
@@ -105,7 +99,7 @@ TEST_CASE("MPI planner: one planner reused across steps") {
 
 TEST_CASE("MPI planner: bad input on one rank is an InputError on every rank, and nobody hangs") {
   const int R = moonep_test::world_size(), me = moonep_test::world_rank();
-  const Config c = make(R, 4 * R, 2, 32, 2, 4);
+  const Config c = Config{R, 4 * R, 2, 32, 2, 4};
   const Routing good = make_routing(c, Shape::skewed, 31);
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = make_mpi_world(MPI_COMM_WORLD, kind);
@@ -154,7 +148,7 @@ TEST_CASE("MPI planner: bad input on one rank is an InputError on every rank, an
 TEST_CASE("MPI planner: a config whose ranks differ from the world's size is refused everywhere") {
   const int R = moonep_test::world_size();
   auto world = make_mpi_world(MPI_COMM_WORLD, moonep_test::world_kinds().back());
-  CHECK_THROWS_AS(MpiPlanner(make(R + 1, 4 * (R + 1), 2, 8, 1, 1), *world), InputError);
+  CHECK_THROWS_AS(MpiPlanner(Config{R + 1, 4 * (R + 1), 2, 8, 1, 1}, *world), InputError);
 }
 
 TEST_CASE("MPI planner: two groups plan different problems at once on split communicators") {
@@ -173,7 +167,7 @@ TEST_CASE("MPI planner: two groups plan different problems at once on split comm
     }
     auto world = make_mpi_world(group, kind);
     // Different shapes per group, so a crossed wire between groups shows.
-    const Config c = me % 2 == 0 ? make(R, 8 * R, 4, 48, 2, 4) : make(R, 4 * R, 2, 80, 3, 8);
+    const Config c = me % 2 == 0 ? Config{R, 8 * R, 4, 48, 2, 4} : Config{R, 4 * R, 2, 80, 3, 8};
     MpiPlanner planner(c, *world);
     for (int step = 0; step < 2; ++step) {
       CHECK(plan_and_compare(planner, make_routing(c, Shape::heavy_skew, 40 + 10 * (me % 2) + step), false) == "");

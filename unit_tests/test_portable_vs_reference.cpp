@@ -20,12 +20,6 @@ std::string check_same(const Config& c, const Routing& routing, bool give_tpe = 
   return plan_difference(expected, got);
 }
 
-Config make(int R, int E, int K, int S, int B, int tp) {
-  Config c;
-  c.ranks = R; c.experts = E; c.topk = K; c.tokens = S; c.copy_slots = B; c.token_padding = tp;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("portable planner matches the reference on a randomized sweep") {
@@ -41,7 +35,7 @@ TEST_CASE("portable planner matches the reference on a randomized sweep") {
     const int S = trial % 13 == 0 ? 1 : 1 + rng.below(48);
     const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);    // some with B > remote experts
     const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-    const Config c = make(R, R * epn, K, S, B, tp);
+    const Config c = Config{R, R * epn, K, S, B, tp};
     const Shape shape = shapes[trial % 6];
     const Routing routing = make_routing(c, shape, 1000 + trial);
     INFO("trial " << trial << ": " << describe(c) << " shape " << static_cast<int>(shape));
@@ -52,40 +46,40 @@ TEST_CASE("portable planner matches the reference on a randomized sweep") {
 }
 
 TEST_CASE("portable planner matches the reference on named corner cases") {
-  SECTION("one rank") { REQUIRE(check_same(make(1, 4, 2, 16, 2, 4), make_routing(make(1, 4, 2, 16, 2, 4), Shape::skewed, 1)) == ""); }
+  SECTION("one rank") { REQUIRE(check_same(Config{1, 4, 2, 16, 2, 4}, make_routing(Config{1, 4, 2, 16, 2, 4}, Shape::skewed, 1)) == ""); }
   SECTION("E equals R, K = 1") {
-    const Config c = make(8, 8, 1, 64, 1, 1);
+    const Config c = Config{8, 8, 1, 64, 1, 1};
     REQUIRE(check_same(c, make_routing(c, Shape::heavy_skew, 2)) == "");
   }
   SECTION("K = 32, tokens naming one expert 32 times") {
-    const Config c = make(4, 16, 32, 8, 2, 4);
+    const Config c = Config{4, 16, 32, 8, 2, 4};
     REQUIRE(check_same(c, make_routing(c, Shape::repeated_in_token, 3)) == "");
   }
   SECTION("S = 1") {
-    const Config c = make(4, 8, 4, 1, 2, 2);
+    const Config c = Config{4, 8, 4, 1, 2, 2};
     REQUIRE(check_same(c, make_routing(c, Shape::random_dups, 4)) == "");
   }
   SECTION("every entry on one expert") {
-    const Config c = make(8, 32, 4, 32, 3, 8);
+    const Config c = Config{8, 32, 4, 32, 3, 8};
     REQUIRE(check_same(c, make_routing(c, Shape::one_expert, 5), true) == "");
   }
   SECTION("B larger than the remote experts") {
-    const Config c = make(4, 16, 4, 64, 16, 4);
+    const Config c = Config{4, 16, 4, 64, 16, 4};
     REQUIRE(check_same(c, make_routing(c, Shape::heavy_skew, 6)) == "");
   }
 }
 
 TEST_CASE("portable planner matches the reference on a few large configurations") {
   SECTION("R = 128, E = 1024") {
-    const Config c = make(128, 1024, 8, 32, 4, 8);
+    const Config c = Config{128, 1024, 8, 32, 4, 8};
     REQUIRE(check_same(c, make_routing(c, Shape::heavy_skew, 7)) == "");
   }
   SECTION("S = 16384") {
-    const Config c = make(8, 64, 8, 16384, 4, 16);
+    const Config c = Config{8, 64, 8, 16384, 4, 16};
     REQUIRE(check_same(c, make_routing(c, Shape::skewed, 8)) == "");
   }
   SECTION("E = 1024, R = 16") {
-    const Config c = make(16, 1024, 8, 512, 8, 4);
+    const Config c = Config{16, 1024, 8, 512, 8, 4};
     REQUIRE(check_same(c, make_routing(c, Shape::skewed, 9), true) == "");
   }
 }

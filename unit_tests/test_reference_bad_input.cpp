@@ -21,12 +21,6 @@ using moonep::Config;
 using moonep::Routing;
 using moonep::TokensPerExpert;
 
-Config config(int R, int E, int K, int S, int B, int tp) {
-  Config c;
-  c.ranks = R; c.experts = E; c.topk = K; c.tokens = S; c.copy_slots = B; c.token_padding = tp;
-  return c;
-}
-
 // The InputError's message, or "(nothing thrown)" / "(other exception ...)".
 std::string input_error(const std::function<void()>& f) {
   try {
@@ -51,7 +45,7 @@ void check_rejects(const std::function<void()>& f, const std::vector<std::string
 }
 
 // R=2 E=4 K=2 S=4 (hand case 1 of test_reference_hand_cases.cpp).
-const Config kGood = config(2, 4, 2, 4, 1, 1);
+const Config kGood = Config{2, 4, 2, 4, 1, 1};
 const Routing kGoodRouting = {{0, 1, 0, 1, 1, 0, 2, 0}, {0, 1, 3, 0, 1, 1, 0, 2}};
 const std::vector<std::int32_t> kGoodRank1Dst = {13, 5, 10, -15, 6, -8, 15, -10};
 
@@ -63,30 +57,30 @@ TEST_CASE("validate rejects each bad configuration, naming the field") {
     std::vector<std::string> parts;
   };
   const std::vector<Bad> bad = {
-      {config(0, 4, 2, 4, 1, 1), {"ranks", "1..128", "0"}},
-      {config(-3, 4, 2, 4, 1, 1), {"ranks", "-3"}},
-      {config(129, 129, 2, 4, 1, 1), {"ranks", "129"}},
-      {config(2, 0, 2, 4, 1, 1), {"experts", "0"}},
-      {config(3, 8, 2, 4, 1, 1), {"experts", "multiple of ranks", "8", "3"}},
-      {config(4, 2, 2, 4, 1, 1), {"experts", "multiple of ranks"}},
-      {config(2, 4, 0, 4, 1, 1), {"topk", "1..32", "0"}},
-      {config(2, 4, 33, 4, 1, 1), {"topk", "33"}},
-      {config(2, 4, -1, 4, 1, 1), {"topk", "-1"}},
-      {config(2, 4, 2, 0, 1, 1), {"tokens", "0"}},
-      {config(2, 4, 2, -5, 1, 1), {"tokens", "-5"}},
-      {config(2, 4, 2, 4, 0, 1), {"copy_slots", "0"}},
-      {config(2, 4, 2, 4, -1, 1), {"copy_slots", "-1"}},
-      {config(2, 4, 2, 4, 1, 0), {"token_padding", "0"}},
-      {config(2, 4, 2, 4, 1, -8), {"token_padding", "-8"}},
+      {Config{0, 4, 2, 4, 1, 1}, {"ranks", "1..128", "0"}},
+      {Config{-3, 4, 2, 4, 1, 1}, {"ranks", "-3"}},
+      {Config{129, 129, 2, 4, 1, 1}, {"ranks", "129"}},
+      {Config{2, 0, 2, 4, 1, 1}, {"experts", "0"}},
+      {Config{3, 8, 2, 4, 1, 1}, {"experts", "multiple of ranks", "8", "3"}},
+      {Config{4, 2, 2, 4, 1, 1}, {"experts", "multiple of ranks"}},
+      {Config{2, 4, 0, 4, 1, 1}, {"topk", "1..32", "0"}},
+      {Config{2, 4, 33, 4, 1, 1}, {"topk", "33"}},
+      {Config{2, 4, -1, 4, 1, 1}, {"topk", "-1"}},
+      {Config{2, 4, 2, 0, 1, 1}, {"tokens", "0"}},
+      {Config{2, 4, 2, -5, 1, 1}, {"tokens", "-5"}},
+      {Config{2, 4, 2, 4, 0, 1}, {"copy_slots", "0"}},
+      {Config{2, 4, 2, 4, -1, 1}, {"copy_slots", "-1"}},
+      {Config{2, 4, 2, 4, 1, 0}, {"token_padding", "0"}},
+      {Config{2, 4, 2, 4, 1, -8}, {"token_padding", "-8"}},
       // R*NvS = 2 * 2^30 = 2^31, one past INT32_MAX.
-      {config(2, 2, 1, 1 << 30, 1, 1), {"ranks*slots", "int32"}},
+      {Config{2, 2, 1, 1 << 30, 1, 1}, {"ranks*slots", "int32"}},
       // Padding pushes it over: NvS = round_up(2^30 + 2*(2^30-1), 2^30) = 3*2^30.
-      {config(1, 1, 1, 1 << 30, 1, 1 << 30), {"ranks*slots", "int32"}},
+      {Config{1, 1, 1, 1 << 30, 1, 1 << 30}, {"ranks*slots", "int32"}},
       // 128 ranks, K=32, S=2^19: NvS = 2^24, R*NvS = 2^31.
-      {config(128, 128, 32, 1 << 19, 1, 1), {"ranks*slots"}},
+      {Config{128, 128, 32, 1 << 19, 1, 1}, {"ranks*slots"}},
       // Absurd sizes whose NvS does not even fit in 64 bits when summed.
-      {config(1, INT_MAX, 32, INT_MAX, 1, INT_MAX), {"ranks*slots"}},
-      {config(128, 128 * (INT_MAX / 128), 32, INT_MAX, 1, INT_MAX), {"ranks*slots"}},
+      {Config{1, INT_MAX, 32, INT_MAX, 1, INT_MAX}, {"ranks*slots"}},
+      {Config{128, 128 * (INT_MAX / 128), 32, INT_MAX, 1, INT_MAX}, {"ranks*slots"}},
   };
   for (const auto& b : bad) {
     INFO(moonep::describe(b.c));
@@ -99,14 +93,14 @@ TEST_CASE("validate rejects each bad configuration, naming the field") {
 }
 
 TEST_CASE("validate accepts the limits themselves") {
-  CHECK_NOTHROW(moonep::validate(config(1, 1, 1, 1, 1, 1)));
-  CHECK_NOTHROW(moonep::validate(config(128, 128, 32, 1, 1, 1)));
-  CHECK_NOTHROW(moonep::validate(config(128, 256, 32, 3, 1000, 64)));
+  CHECK_NOTHROW(moonep::validate(Config{1, 1, 1, 1, 1, 1}));
+  CHECK_NOTHROW(moonep::validate(Config{128, 128, 32, 1, 1, 1}));
+  CHECK_NOTHROW(moonep::validate(Config{128, 256, 32, 3, 1000, 64}));
   // R*NvS exactly INT32_MAX (2^31-1 is odd and prime: R=1, NvS=S*K).
-  CHECK(config(1, 1, 1, INT_MAX, 1, 1).slots() == INT_MAX);
-  CHECK_NOTHROW(moonep::validate(config(1, 1, 1, INT_MAX, 1, 1)));
+  CHECK(Config{1, 1, 1, INT_MAX, 1, 1}.slots() == INT_MAX);
+  CHECK_NOTHROW(moonep::validate(Config{1, 1, 1, INT_MAX, 1, 1}));
   // R*NvS = 2^31 - 2 with two ranks.
-  CHECK_NOTHROW(moonep::validate(config(2, 2, 1, (1 << 30) - 1, 1, 1)));
+  CHECK_NOTHROW(moonep::validate(Config{2, 2, 1, (1 << 30) - 1, 1, 1}));
 }
 
 TEST_CASE("validate_problem rejects bad routings and tokens_per_expert, naming rank and index") {
@@ -188,7 +182,7 @@ TEST_CASE("a valid plan after rejected ones is still right") {
     Routing bad = kGoodRouting;
     bad[1][7] = 99;
     CHECK_THROWS_AS(moonep::plan_reference(kGood, bad), moonep::InputError);
-    CHECK_THROWS_AS(moonep::plan_reference(config(2, 4, 2, 4, 0, 1), kGoodRouting), moonep::InputError);
+    CHECK_THROWS_AS(moonep::plan_reference(Config{2, 4, 2, 4, 0, 1}, kGoodRouting), moonep::InputError);
     const auto again = moonep::plan_reference(kGood, kGoodRouting);
     CHECK(moonep::plan_difference(again, expected) == "");
     CHECK(again.ranks[1].dst == kGoodRank1Dst);

@@ -20,12 +20,6 @@ using moonep::Config;
 using moonep::HostPlan;
 using moonep::Routing;
 
-Config config(int R, int E, int K, int S, int B, int tp) {
-  Config c;
-  c.ranks = R; c.experts = E; c.topk = K; c.tokens = S; c.copy_slots = B; c.token_padding = tp;
-  return c;
-}
-
 // Deterministic everywhere (tests must not depend on <random>).
 using Rng = moonep::impl::SplitMix64;
 
@@ -85,7 +79,7 @@ std::string plan_and_check(const Config& c, const Routing& routing) {
 // A correct plan to break: R=4 E=8 K=4 S=16 B=2 tp=4 on a skewed routing,
 // which has copies, -1 copy slots, padding and dup groups.
 struct Sample {
-  Config c = config(4, 8, 4, 16, 2, 4);
+  Config c = Config{4, 8, 4, 16, 2, 4};
   Routing routing = moonep::synthetic_routing(c, 2.0, 11);
   HostPlan plan = moonep::plan_reference(c, routing);
 };
@@ -275,7 +269,7 @@ TEST_CASE("a wrong copy choice is caught even when the layout follows it") {
   // (tie with e0, larger id wins). Build the plan it would have with e0
   // copied instead, layout and all, by planning and then relabelling: easier
   // to state as the check on the tie rule alone.
-  const Config c = config(2, 8, 2, 2, 1, 3);
+  const Config c = Config{2, 8, 2, 2, 1, 3};
   const Routing routing = {{0, 1, 2, 3}, {0, 1, 3, 2}};
   auto plan = moonep::plan_reference(c, routing);
   REQUIRE(check_plan_invariants(c, routing, plan) == "");
@@ -310,18 +304,18 @@ TEST_CASE("edge problems satisfy every invariant") {
     double imbalance;
   };
   const std::vector<Case> cases = {
-      {config(1, 1, 1, 1, 1, 1), Shape::independent, 0},             // smallest problem
-      {config(1, 4, 32, 3, 2, 8), Shape::synthetic, 1},              // R=1, K=32 > E
-      {config(4, 4, 1, 1, 1, 1), Shape::one_expert, 0},              // E=R, S=1, K=1
-      {config(4, 4, 3, 5, 1, 2), Shape::one_expert, 0},              // E=R, all on one expert
-      {config(8, 8, 32, 2, 3, 16), Shape::same_expert_k_times, 0},   // K=32, one expert K times
-      {config(2, 64, 32, 4, 8, 4), Shape::synthetic, 3},             // K=32 <= E, heavy skew
-      {config(4, 16, 4, 9, 64, 3), Shape::synthetic, 2},             // B > remote experts
-      {config(3, 12, 2, 7, 1, 5), Shape::one_owner, 0},              // one overloaded owner
-      {config(5, 10, 2, 6, 2, 1), Shape::all_remote, 0},             // balanced yet all remote
-      {config(128, 128, 8, 4, 2, 4), Shape::synthetic, 1.5},         // R at its limit
-      {config(128, 256, 2, 3, 1, 1), Shape::one_expert, 0},          // one expert, 128 ranks
-      {config(8, 64, 4, 256, 4, 8), Shape::synthetic, 1.5},          // a realistic step
+      {Config{1, 1, 1, 1, 1, 1}, Shape::independent, 0},             // smallest problem
+      {Config{1, 4, 32, 3, 2, 8}, Shape::synthetic, 1},              // R=1, K=32 > E
+      {Config{4, 4, 1, 1, 1, 1}, Shape::one_expert, 0},              // E=R, S=1, K=1
+      {Config{4, 4, 3, 5, 1, 2}, Shape::one_expert, 0},              // E=R, all on one expert
+      {Config{8, 8, 32, 2, 3, 16}, Shape::same_expert_k_times, 0},   // K=32, one expert K times
+      {Config{2, 64, 32, 4, 8, 4}, Shape::synthetic, 3},             // K=32 <= E, heavy skew
+      {Config{4, 16, 4, 9, 64, 3}, Shape::synthetic, 2},             // B > remote experts
+      {Config{3, 12, 2, 7, 1, 5}, Shape::one_owner, 0},              // one overloaded owner
+      {Config{5, 10, 2, 6, 2, 1}, Shape::all_remote, 0},             // balanced yet all remote
+      {Config{128, 128, 8, 4, 2, 4}, Shape::synthetic, 1.5},         // R at its limit
+      {Config{128, 256, 2, 3, 1, 1}, Shape::one_expert, 0},          // one expert, 128 ranks
+      {Config{8, 64, 4, 256, 4, 8}, Shape::synthetic, 1.5},          // a realistic step
   };
   Rng rng{2024};
   for (const auto& k : cases) {
@@ -347,7 +341,7 @@ TEST_CASE("seeded sweep: a few hundred random problems satisfy every invariant")
     const int R = rng.pick(ranks);
     const int E = R * rng.pick(epns);
     const int B = rng.pick(std::vector<int>{1, 2, 3, E + 2});
-    const Config c = config(R, E, rng.pick(topks), rng.pick(tokens), B, rng.pick(pads));
+    const Config c{R, E, rng.pick(topks), rng.pick(tokens), B, rng.pick(pads)};
     const Shape shape = rng.pick(shapes);
     const double imbalance = rng.pick(imbalances);
     const Routing routing = make_routing(c, shape, imbalance, rng);
