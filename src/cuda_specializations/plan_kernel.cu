@@ -130,6 +130,14 @@ __device__ int block_exclusive_scan(int v, int* s_scan) {
   return before + incl - v;
 }
 
+// C2's staged tables: eoff [R][E], acum [E][acum_stride] (odd row stride,
+// so that the binary searches of 32 random experts spread over the banks
+// instead of 8-way conflicts at R = 8), cum [E]; rounded to 16 bytes.
+__host__ __device__ inline int acum_stride(int R) { return R | 1; }
+__host__ __device__ inline std::int64_t staged_words(int R, int E) {
+  return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
+}
+
 __device__ __forceinline__ int pad_to(int count, int tp) {
   return count > 0 ? (count + tp - 1) / tp * tp : 0;
 }
@@ -181,7 +189,22 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
 
   // Step 2: rank-level moves (one warp; at most R iterations since every
   // iteration fills one receiver for good).
-  if (b.warp == 0) {
+  if (b.warp == 0 && R <= 32) {
+    // Lane r holds rank r's balance in a register: each round is two warp
+    // reductions, no shared round trips (the loop is on the critical path).
+    const int r = b.lane;
+    int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
+    for (int it = 0; it < R; ++it) {
+      int sv = r < R ? bal : INT_MIN, si = r, dv = r < R ? bal : INT_MAX, di = r;
+      warp_argmax_low(sv, si);
+      warp_argmin_low(dv, di);
+      if (sv <= 0 || dv >= 0) break;
+      const int move = -dv;
+      if (r == si) bal -= move;
+      if (r == di) { bal = 0; from = si; quota = move; }
+    }
+    if (r < R) { s_from[r] = from; s_quota[r] = quota; }
+  } else if (b.warp == 0) {
     for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
     __syncwarp();
     for (int it = 0; it < R; ++it) {
@@ -490,11 +513,27 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 }
 
 // ---- C2: destinations, src_info, dedup, dup structures ---------------------
+// A token's K (<= kRegK) destinations / dst values in registers: two 16-byte
+// shared loads when K == 8 instead of dependent scalar loads at stride K
+// words (8-way bank conflicts at K = 8). Slots k >= K read as -1.
+constexpr int kRegK = 8;
+__device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK]) {
+  if (K == kRegK) {
+    const int4 a = reinterpret_cast<const int4*>(row)[0], c = reinterpret_cast<const int4*>(row)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = c.x; v[5] = c.y; v[6] = c.z; v[7] = c.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kRegK; ++k) v[k] = k < K ? row[k] : -1;
+  }
+}
+
 __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
-  const int staged = p.stage_tables ? ((2 * E * R + E + 3) & ~3) : 0;
+  const int staged = p.stage_tables ? static_cast<int>(staged_words(R, E)) : 0;
+  int as = R;  // row stride of acum (odd when staged: random rows spread over the banks)
   int* s_dst = sm + staged;                           // [kTileEntries]
   int* s_d = s_dst + kTileEntries;                    // [kTileEntries]
   unsigned* s_mask = reinterpret_cast<unsigned*>(s_d + kTileEntries);  // [tile_tokens]
@@ -509,14 +548,22 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   if (p.stage_tables && s.tok1 > s.tok0) {
     // The lookups below are random per entry: serve them from shared
     // memory (one coalesced copy) rather than from L2.
-    int* s_acum = sm;
-    int* s_eoff = s_acum + E * R;
-    int* s_cum = s_eoff + E * R;
+    const int rs = acum_stride(R);
+    int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
+    int* s_acum = s_eoff + E * R;
+    int* s_cum = s_acum + E * rs;
     const int n4 = (E * R) / 4;  // E*R is a multiple of 4 when staging
     for (int q = b.tid; q < n4; q += kThreads) {
-      reinterpret_cast<int4*>(s_acum)[q] = reinterpret_cast<const int4*>(acum)[q];
+      const int4 v = reinterpret_cast<const int4*>(acum)[q];
+      const int c[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 4 * q + j;
+        s_acum[(i / R) * rs + i % R] = c[j];
+      }
       reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
     }
+    as = rs;
     for (int e = b.tid; e < E; e += kThreads) s_cum[e] = cum ? cum[e] : 0;
     acum = s_acum;
     eoff = s_eoff;
@@ -552,7 +599,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
       int v = -1, d = -1;
       if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
         const int G = (cum ? cum[e] : 0) + pv[u];
-        const std::int32_t* a = acum + static_cast<i64>(e) * R;
+        const std::int32_t* a = acum + static_cast<i64>(e) * as;
         int lo = 0, hi = R;  // first d with acum[e][d] > G
         while (lo < hi) {
           const int mid = (lo + hi) >> 1;
@@ -578,6 +625,42 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
 
     // Step 7 per token: later entries bound for a rank already used are
     // stored as -dst-1; count the dup groups/loffs per destination.
+    if (K <= kRegK) {
+      // Registers; one shared atomic pair per primary (not per duplicate).
+      for (int tok = b.tid; tok < nt; tok += kThreads) {
+        const int base = tok * K;
+        int dd[kRegK];
+        load_token(s_d + base, K, dd);
+        unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
+#pragma unroll
+        for (int k = 1; k < kRegK; ++k) {
+          bool dup = false;
+#pragma unroll
+          for (int k2 = 0; k2 < k; ++k2) {
+            if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
+              dup = true;
+              mask |= 1u << k2;
+            }
+          }
+          if (dup) dups |= 1u << k;
+        }
+#pragma unroll
+        for (int k = 1; k < kRegK; ++k) {
+          if ((dups >> k) & 1u) s_dst[base + k] = -s_dst[base + k] - 1;
+        }
+#pragma unroll
+        for (int kp = 0; kp < kRegK - 1; ++kp) {
+          if ((mask >> kp) & 1u) {
+            int n = 0;
+#pragma unroll
+            for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
+            atomicAdd(&s_ng[dd[kp]], 1);
+            atomicAdd(&s_nl[dd[kp]], n);
+          }
+        }
+        s_mask[tok] = mask;
+      }
+    } else
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       unsigned mask = 0;  // bit k: entry k is a primary with duplicates
@@ -616,6 +699,39 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
 
     // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
     // increasing k, written into the destination's chunk.
+    if (K <= kRegK) {
+      for (int tok = b.tid; tok < nt; tok += kThreads) {
+        const unsigned mask = s_mask[tok];
+        if (!mask) continue;
+        const int base = tok * K;
+        int dd[kRegK], vv[kRegK];
+        load_token(s_d + base, K, dd);
+        load_token(s_dst + base, K, vv);
+#pragma unroll
+        for (int kp = 0; kp < kRegK - 1; ++kp) {
+          if (!((mask >> kp) & 1u)) continue;
+          const int d = dd[kp];
+          int n = 0;
+#pragma unroll
+          for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == d ? 1 : 0;
+          const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+          const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+          if (row >= NvS || start + n > NvS) {
+            internal_error(p);
+            continue;
+          }
+          std::int32_t* dc = b.out_of(d);
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = vv[kp] - d * NvS;
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
+          int j = start;
+#pragma unroll
+          for (int k = kp + 1; k < kRegK; ++k) {
+            if (dd[k] == d) dc[p.out.dup_loffs + j++] = (-vv[k] - 1) - d * NvS;
+          }
+        }
+      }
+    } else
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       unsigned mask = s_mask[tok];
@@ -790,12 +906,13 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
 __global__ void empty_kernel() {}
 
 std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables) {
+  // (staged tables: see staged_words)
   const std::int64_t epn = E / R;
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
   words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
   words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
   const std::int64_t c2 = 2LL * kTileEntries + tile_tokens + 4LL * R;
-  words = std::max<std::int64_t>(words, c2 + (stage_tables ? (2LL * E * R + E + 3) / 4 * 4 : 0));  // C2
+  words = std::max<std::int64_t>(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
   return words * 4;
 }
 

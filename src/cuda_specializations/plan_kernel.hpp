@@ -20,7 +20,7 @@ inline constexpr int kThreads = 256;          // threads per block
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
-inline constexpr int kUnroll = 4;             // entries in flight per thread
+inline constexpr int kUnroll = 5;             // entries in flight per thread (one batch per C2 tile at the headline)
 inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
 
