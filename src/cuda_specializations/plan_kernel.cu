@@ -15,22 +15,25 @@
 //   C1 pass 2 grid barrier; per-block bases (prefix over the blocks
 //             before); stable ranking of every entry among the rank's
 //             entries of its expert (warp-aggregated with __match_any_sync).
-//   Phase B   rank 0 only: block 0 waits for every block's counts, runs
-//             steps 1-3 (totals, rank moves, expert split) and raises a
-//             flag; every block of rank 0 then runs steps 4-5 for its
-//             ranks (cu_seqlens, zero-fill ranges, experts_to_copy and
-//             remote_stats straight into the outputs; expert offsets into
-//             the tables), acum is pushed; arrive at every rank's tables
-//             counter.
-//   C2        wait for the tables; check the given tokens_per_expert; per
-//             tile of tokens: destinations by binary search over acum,
-//             src_info written into the destination's output, dedup within
-//             each token, dup rows reserved with one atomic per (tile,
-//             destination) on the destination's dup_counts and written
-//             into its outputs. The kernel's end publishes everything.
+//   Phase B   rank 0's block 0 waits for every block's counts, runs
+//             steps 1-3 (totals, rank moves, expert split), pushes acum
+//             and arrives at every rank's acum counter. Then block 0 of
+//             every rank d runs steps 4-5 for d (cu_seqlens, zero-fill
+//             ranges, experts_to_copy, remote_stats straight into the
+//             outputs; d's expert offsets into the tables) and arrives at
+//             every rank's tables counter.
+//   C2        wait for acum; check the given tokens_per_expert; per tile of
+//             tokens: step 6a destinations by binary search over acum,
+//             dedup within each token (step 7), dup rows reserved with one
+//             atomic per (tile, destination) on the destination's
+//             dup_counts -- all while steps 4-5 run; then wait for the
+//             expert offsets: step 6b loff and src_info into the
+//             destination's output, step 8 dup rows into its outputs. The
+//             kernel's end publishes everything.
 //
-// Rank 0's block 0 owns no entries (when bpr > 1) so that its planning runs
-// while the other blocks rank their entries. A bad expert id is recorded in
+// Every rank's block 0 owns no entries (when bpr > 1) so that its planning
+// (steps 1-3 on rank 0, steps 4-5 on every rank) runs beside the other
+// blocks' C1 and C2. A bad expert id is recorded in
 // DeviceStatus and skipped everywhere; every block still passes every
 // barrier, so a bad step never hangs, and the next step starts clean.
 #include <algorithm>
@@ -52,6 +55,9 @@ struct Block {
 
   __device__ std::int32_t* chunk(int r) const { return p.sym_base + r * p.sym_stride; }
   __device__ std::int32_t* loc() const { return p.loc_base + g * p.loc_stride; }
+  // Rank 0's scratch (alloc, cand, ncand of steps 1-3, read by every
+  // rank's steps 4-5).
+  __device__ std::int32_t* loc0() const { return p.loc_base + (0 - p.rank_base) * p.loc_stride; }
   __device__ std::int32_t* out() const { return p.out_base + g * p.out_stride; }
   // Output buffer of rank r (virtual ranks: all in one allocation).
   __device__ std::int32_t* out_of(int r) const { return p.out_base + (r - p.rank_base) * p.out_stride; }
@@ -347,11 +353,11 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int* s_etc = s_eoff + E;    // [B]
   int* s_scan = s_etc + B;    // [kWarps]
   int* s_alloc = s_scan + kWarps;  // [E] alloc[d][e]
-  const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  const std::int32_t* cand = b.loc() + p.loc.cand;
+  const std::int32_t* alloc = b.loc0() + p.loc.alloc;
+  const std::int32_t* cand = b.loc0() + p.loc.cand;
   // All loads at once (no load depends on another): every candidate slot,
   // used or not, and d's column of alloc.
-  const int nc = b.loc()[p.loc.ncand + d];
+  const int nc = b.loc0()[p.loc.ncand + d];
   for (int i = b.tid; i < epn; i += kThreads) {
     s_ce[i] = cand[(static_cast<i64>(d) * epn + i) * 2];
     s_cc[i] = cand[(static_cast<i64>(d) * epn + i) * 2 + 1];
@@ -421,13 +427,13 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   __syncthreads();
 }
 
-// acum[e][r] = prefix over ranks of alloc[r][e], into the tables.
+// acum[e][r] = prefix over ranks of alloc[r][e], into the tables (block 0
+// of rank 0, right after step 3: destinations need nothing else).
 __device__ void push_acum(const Block& b) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  // Counted from the last block, which has no step-5 rank when bpr > R.
-  for (int e = (p.bpr - 1 - b.lb) * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
+  for (int e = b.tid; e < E; e += kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     std::int32_t* dstrow = b.tab() + p.sym.acum + static_cast<i64>(e) * R;
     int run = 0;
@@ -528,7 +534,13 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
   }
 }
 
-__device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
+// Two table stages: destinations (acum, cum; published right after step 3)
+// and offsets (eoff; after every rank's steps 4-5). Step 6a (destination
+// and offset within the (expert, destination) share), step 7 and the dup
+// reservations need only the first, so they overlap steps 4-5; step 6b
+// (loff, src_info) and step 8 follow wait_offsets().
+template <class WaitOffsets>
+__device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitOffsets wait_offsets) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
@@ -536,7 +548,8 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   int as = R;  // row stride of acum (odd when staged: random rows spread over the banks)
   int* s_dst = sm + staged;                           // [kTileEntries]
   int* s_d = s_dst + kTileEntries;                    // [kTileEntries]
-  unsigned* s_mask = reinterpret_cast<unsigned*>(s_d + kTileEntries);  // [tile_tokens]
+  int* s_e = s_d + kTileEntries;                      // [kTileEntries] expert of each entry
+  unsigned* s_mask = reinterpret_cast<unsigned*>(s_e + kTileEntries);  // [tile_tokens]
   int* s_ng = reinterpret_cast<int*>(s_mask + p.tile_tokens);           // [R]
   int* s_nl = s_ng + R;
   int* s_gb = s_nl + R;
@@ -545,11 +558,11 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const std::int32_t* acum = tab + p.sym.acum;
   const std::int32_t* eoff = tab + p.sym.eoff;
   const std::int32_t* cum = b.rank > 0 ? tab + p.sym.cum + static_cast<i64>(b.rank - 1) * E : nullptr;
+  int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
   if (p.stage_tables && s.tok1 > s.tok0) {
     // The lookups below are random per entry: serve them from shared
     // memory (one coalesced copy) rather than from L2.
     const int rs = acum_stride(R);
-    int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
     int* s_acum = s_eoff + E * R;
     int* s_cum = s_acum + E * rs;
     const int n4 = (E * R) / 4;  // E*R is a multiple of 4 when staging
@@ -561,12 +574,10 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
         const int i = 4 * q + j;
         s_acum[(i / R) * rs + i % R] = c[j];
       }
-      reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
     }
     as = rs;
     for (int e = b.tid; e < E; e += kThreads) s_cum[e] = cum ? cum[e] : 0;
     acum = s_acum;
-    eoff = s_eoff;
     cum = s_cum;
     __syncthreads();
   }
@@ -574,6 +585,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const std::int32_t* topk = p.topk[b.g];
   const std::int32_t* pos = b.loc() + p.loc.pos;
   std::int32_t* out_dst = b.out() + p.out.dst;
+  bool have_offsets = false;
 
   for (i64 t = s.tok0; t < s.tok1; t += p.tile_tokens) {
     const int nt = static_cast<int>(min(static_cast<i64>(p.tile_tokens), s.tok1 - t));
@@ -581,7 +593,8 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     const int ne = nt * K;
     for (int r = b.tid; r < R; r += kThreads) { s_ng[r] = 0; s_nl[r] = 0; }
 
-    // Step 6 for every entry of the tile.
+    // Step 6a for every entry of the tile: destination d and the entry's
+    // offset within d's share of its expert (s_dst until step 6b).
     for (int lbase = 0; lbase < ne; lbase += kThreads * kUnroll) {
     int ev[kUnroll], pv[kUnroll];  // loads first, so they are in flight together
 #pragma unroll
@@ -594,7 +607,6 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     for (int u = 0; u < kUnroll; ++u) {
       const int li = lbase + u * kThreads + b.tid;
       if (li >= ne) break;
-      const i64 i = i0 + li;
       const int e = ev[u];
       int v = -1, d = -1;
       if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
@@ -606,18 +618,15 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
           if (a[mid] > G) hi = mid; else lo = mid + 1;
         }
         if (lo < R) {
-          const int before = lo > 0 ? a[lo - 1] : 0;
-          const int loff = eoff[static_cast<i64>(lo) * E + e] + G - before;
-          if (loff >= 0 && loff < NvS) {
-            d = lo;
-            v = d * NvS + loff;
-            b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i);
-          }
+          d = lo;
+          v = G - (lo > 0 ? a[lo - 1] : 0);
+        } else {
+          internal_error(p);
         }
-        if (d < 0) internal_error(p);
       }
       s_dst[li] = v;
       s_d[li] = d;
+      s_e[li] = e;
     }
     }
     __syncthreads();
@@ -696,6 +705,38 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     }
     __syncthreads();
     trace_point(p, 14);
+
+    if (!have_offsets) {
+      wait_offsets();
+      if (p.stage_tables) {
+        const int n4 = (E * R) / 4;
+        for (int q = b.tid; q < n4; q += kThreads) {
+          reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
+        }
+        eoff = s_eoff;
+        __syncthreads();
+      }
+      have_offsets = true;
+      trace_point(p, 12);
+    }
+    // Step 6b: loff from the expert offsets, src_info into the
+    // destination's output, s_dst the dst value (-dst-1 for duplicates).
+    for (int li = b.tid; li < ne; li += kThreads) {
+      const int d = s_d[li];
+      if (d < 0) continue;
+      const int x = s_dst[li];
+      const bool dup = x < 0;
+      const int loff = eoff[static_cast<i64>(d) * E + s_e[li]] + (dup ? -x - 1 : x);
+      if (loff < 0 || loff >= NvS) {
+        internal_error(p);
+        s_dst[li] = -1;
+        continue;
+      }
+      const int v = d * NvS + loff;
+      b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
+      s_dst[li] = dup ? -v - 1 : v;
+    }
+    __syncthreads();
 
     // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
     // increasing k, written into the destination's chunk.
@@ -866,24 +907,28 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
       std::int32_t* other = b.tpe_all(next);
       for (i64 i = t0; i < static_cast<i64>(p.R) * p.E; i += nthr) other[i] = 0;
     }
-    unsigned* bflag = reinterpret_cast<unsigned*>(b.loc() + p.loc.bflag);
     if (b.lb == 0) {
       wait_counter(sys, b.ctr(0, kGather), all_blocks * next);
       trace_point(p, 5);
       plan_steps_1_to_3(b, sm, b.epoch);
       __syncthreads();
-      if (b.tid == 0) st_release_gpu(bflag, next);  // steps 1-3 done (alloc, cand, ncand)
+      push_acum(b);
+      // Steps 1-3 done (alloc, cand, ncand, cum) and acum out: every
+      // rank's steps 4-5 and C2's destinations may start.
+      arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kAcum); });
       trace_point(p, 8);
-    } else {
-      wait_counter(false, bflag, next);
-      trace_point(p, 9);
     }
-    for (int d = b.lb; d < p.R; d += p.bpr) plan_steps_4_5(b, sm, d);
-    push_acum(b);
+  }
+  // ---- Phase B': steps 4-5 for rank d by block 0 of rank d ----------------
+  // (block 0 owns no entries when bpr > 1, so they run beside C2.)
+  if (b.lb == 0) {
+    if (b.rank != 0) wait_counter(sys, b.ctr(b.rank, kAcum), next);
+    trace_point(p, 9);
+    plan_steps_4_5(b, sm, b.rank);
     arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kTables); });
     trace_point(p, 10);
   }
-  wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.bpr) * next);
+  wait_counter(sys, b.ctr(b.rank, kAcum), next);
   trace_point(p, 11);
 
   // ---- C2 -----------------------------------------------------------------
@@ -895,7 +940,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
       if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
     }
   }
-  c2_destinations(b, s, sm);
+  c2_destinations(b, s, sm, [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
@@ -911,7 +956,7 @@ std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_table
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
   words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
   words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
-  const std::int64_t c2 = 2LL * kTileEntries + tile_tokens + 4LL * R;
+  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
   words = std::max<std::int64_t>(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
   return words * 4;
 }

@@ -27,8 +27,9 @@ inline constexpr int kCtrlStride = 32;        // words between counters (own 128
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
   kGather = 0,    // rank 0's: one arrival per block of every rank per step
-  kTables = 1,    // one arrival per block of rank 0 per step (tables pushed)
-  kNumCtrl = 2
+  kTables = 1,    // one arrival per rank (its block 0, steps 4-5 done) per step
+  kAcum = 2,      // one arrival per step: steps 1-3 done, acum and cum out
+  kNumCtrl = 3
 };
 
 // Virtual ranks: only rank 0's chunk holds tables (every rank reads them);
@@ -39,7 +40,7 @@ struct SymLayout {
 };
 
 struct LocLayout {
-  std::int64_t gbar, epoch, bflag, hist, pos, alloc, cand, ncand;
+  std::int64_t gbar, epoch, hist, pos, alloc, cand, ncand;
   std::int64_t words;
 };
 
