@@ -188,7 +188,13 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
       }
     }
     s_rem[e] = run;
-    atomicAdd(&s_load[e / epn], run);
+    if (epn % 32 == 0) {
+      // A warp's 32 experts belong to one rank: one shared atomic per warp.
+      const int w = warp_sum(run);
+      if (b.lane == 0) atomicAdd(&s_load[e / epn], w);
+    } else {
+      atomicAdd(&s_load[e / epn], run);
+    }
   }
   __syncthreads();
   trace_point(p, 6);
@@ -539,8 +545,9 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
 // and offset within the (expert, destination) share), step 7 and the dup
 // reservations need only the first, so they overlap steps 4-5; step 6b
 // (loff, src_info) and step 8 follow wait_offsets().
-template <class WaitOffsets>
-__device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitOffsets wait_offsets) {
+template <class WaitAcum, class WaitOffsets>
+__device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
+                                WaitOffsets wait_offsets) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
@@ -558,6 +565,22 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitOff
   const std::int32_t* acum = tab + p.sym.acum;
   const std::int32_t* eoff = tab + p.sym.eoff;
   const std::int32_t* cum = b.rank > 0 ? tab + p.sym.cum + static_cast<i64>(b.rank - 1) * E : nullptr;
+  const std::int32_t* topk = p.topk[b.g];
+  const std::int32_t* pos = b.loc() + p.loc.pos;
+  // The first batch of the first tile needs nothing from the planning:
+  // its loads go out before the wait and land while rank 0 plans.
+  int pe[kUnroll], pp[kUnroll];
+  {
+    const i64 i0 = s.tok0 * K;
+    const int ne = static_cast<int>(min(static_cast<i64>(p.tile_tokens), s.tok1 - s.tok0)) * K;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int li = u * kThreads + b.tid;
+      pe[u] = li < ne ? topk[i0 + li] : -1;
+      pp[u] = li < ne ? pos[i0 + li] : 0;
+    }
+  }
+  wait_acum();
   int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
   if (p.stage_tables && s.tok1 > s.tok0) {
     // The lookups below are random per entry: serve them from shared
@@ -581,9 +604,6 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitOff
     cum = s_cum;
     __syncthreads();
   }
-  trace_point(p, 12);
-  const std::int32_t* topk = p.topk[b.g];
-  const std::int32_t* pos = b.loc() + p.loc.pos;
   std::int32_t* out_dst = b.out() + p.out.dst;
   bool have_offsets = false;
 
@@ -597,11 +617,16 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitOff
     // offset within d's share of its expert (s_dst until step 6b).
     for (int lbase = 0; lbase < ne; lbase += kThreads * kUnroll) {
     int ev[kUnroll], pv[kUnroll];  // loads first, so they are in flight together
+    if (t == s.tok0 && lbase == 0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int li = lbase + u * kThreads + b.tid;
-      ev[u] = li < ne ? topk[i0 + li] : -1;
-      pv[u] = li < ne ? pos[i0 + li] : 0;
+      for (int u = 0; u < kUnroll; ++u) { ev[u] = pe[u]; pv[u] = pp[u]; }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int li = lbase + u * kThreads + b.tid;
+        ev[u] = li < ne ? topk[i0 + li] : -1;
+        pv[u] = li < ne ? pos[i0 + li] : 0;
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -876,7 +901,9 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   trace_point(p, 2);
 
   // ---- C1 pass 2: bases and stable ranking ---------------------------------
-  grid_sync(gbar, p.bpr, b.lb == 0);
+  // A block without entries needs no bases: it does not wait (rank 0's
+  // block 0 goes straight on to wait for the gathered counts).
+  grid_sync(gbar, p.bpr, b.lb == 0, s.worker);
   trace_point(p, 3);
   if (s.worker) {
     for (int e = b.tid; e < p.E; e += kThreads) {
@@ -928,19 +955,22 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
     arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kTables); });
     trace_point(p, 10);
   }
-  wait_counter(sys, b.ctr(b.rank, kAcum), next);
-  trace_point(p, 11);
-
   // ---- C2 -----------------------------------------------------------------
-  if (b.lb == 0 && p.tpe[b.g]) {
-    // The given tokens_per_expert must match the counted one.
-    const std::int32_t* given = p.tpe[b.g];
-    const std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
-    for (int e = b.tid; e < p.E; e += kThreads) {
-      if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
-    }
-  }
-  c2_destinations(b, s, sm, [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
+  c2_destinations(
+      b, s, sm,
+      [&] {
+        wait_counter(sys, b.ctr(b.rank, kAcum), next);
+        trace_point(p, 11);
+        if (b.lb == 0 && p.tpe[b.g]) {
+          // The given tokens_per_expert must match the counted one.
+          const std::int32_t* given = p.tpe[b.g];
+          const std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
+          for (int e = b.tid; e < p.E; e += kThreads) {
+            if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
+          }
+        }
+      },
+      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
