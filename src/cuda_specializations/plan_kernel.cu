@@ -717,18 +717,22 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     __syncthreads();
 
-    // One reservation per destination for the whole tile.
-    for (int d = b.tid; d < R; d += kThreads) {
-      if (s_ng[d] > 0) {
+    // One reservation per destination for the whole tile (thread d for
+    // destination d). Only step 8 needs the atomics' results: they stay in
+    // registers and return while step 6b runs.
+    static_assert(kMaxGroups <= kThreads, "one destination per thread");
+    int res_g = 0, res_l = 0;
+    if (b.tid < R) {
+      const int ng = s_ng[b.tid], nl = s_nl[b.tid];
+      if (ng > 0) {
         // The destination's dup_counts are the reservation counters.
-        int* cnt = b.out_of(d) + p.out.dup_counts;
-        s_gb[d] = atomicAdd(cnt, s_ng[d]);
-        s_lb[d] = atomicAdd(cnt + 1, s_nl[d]);
+        int* cnt = b.out_of(b.tid) + p.out.dup_counts;
+        res_g = atomicAdd(cnt, ng);
+        res_l = atomicAdd(cnt + 1, nl);
       }
-      s_ng[d] = 0;
-      s_nl[d] = 0;
+      s_ng[b.tid] = 0;
+      s_nl[b.tid] = 0;
     }
-    __syncthreads();
     trace_point(p, 14);
 
     if (!have_offsets) {
@@ -760,6 +764,10 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       const int v = d * NvS + loff;
       b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
       s_dst[li] = dup ? -v - 1 : v;
+    }
+    if (b.tid < R) {
+      s_gb[b.tid] = res_g;
+      s_lb[b.tid] = res_l;
     }
     __syncthreads();
 
