@@ -144,6 +144,21 @@ __host__ __device__ inline std::int64_t staged_words(int R, int E) {
   return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
 }
 
+// Shared memory of the phases (words; each phase reuses it from the start),
+// then C1's per-block sort keys, kept from C1 pass 2 to C2 (key_words).
+// The host sizes the launch with the same two functions.
+__host__ __device__ inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+__host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int tile_tokens, bool stage_tables) {
+  const std::int64_t epn = E / R;
+  std::int64_t words = static_cast<std::int64_t>(kWarps) * E;       // C1
+  words = max64(words, E + 5LL * R);                                 // steps 1-3
+  words = max64(words, 2 * epn + 3LL * E + B + kWarps);              // steps 4-5
+  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
+  return max64(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
+}
+// key [E], count [E], scan scratch [kWarps].
+__host__ __device__ inline std::int64_t key_words(int E) { return 2LL * E + kWarps; }
+
 __device__ __forceinline__ int pad_to(int count, int tp) {
   return count > 0 ? (count + tp - 1) / tp * tp : 0;
 }
@@ -581,6 +596,15 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
   }
   wait_acum();
+  // Step 6b in the order of the sort keys (see C1) when the block's entries
+  // are one tile: its scattered src_info stores then hit consecutive words.
+  // s_e then holds, per slot, (expert << 12) | entry (-1: no entry).
+  static_assert(kTileEntries <= 4096, "entry index in 12 bits");
+  const bool sorted = s.tok1 > s.tok0 && s.tok1 - s.tok0 <= p.tile_tokens && E <= (1 << 19);
+  const int* s_key = sm + phase_words(R, E, p.B, max(1, kTileEntries / K), p.stage_tables != 0);
+  if (sorted) {
+    for (int j = b.tid; j < (s.tok1 - s.tok0) * K; j += kThreads) s_e[j] = -1;
+  }
   int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
   if (p.stage_tables && s.tok1 > s.tok0) {
     // The lookups below are random per entry: serve them from shared
@@ -602,8 +626,8 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     for (int e = b.tid; e < E; e += kThreads) s_cum[e] = cum ? cum[e] : 0;
     acum = s_acum;
     cum = s_cum;
-    __syncthreads();
   }
+  if (sorted || (p.stage_tables && s.tok1 > s.tok0)) __syncthreads();
   std::int32_t* out_dst = b.out() + p.out.dst;
   bool have_offsets = false;
 
@@ -651,7 +675,13 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       }
       s_dst[li] = v;
       s_d[li] = d;
-      s_e[li] = e;
+      if (!sorted) {
+        s_e[li] = e;
+      } else if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
+        const int slot = s_key[e] + pv[u];
+        if (slot >= 0 && slot < ne) s_e[slot] = (e << 12) | li;
+        else internal_error(p);
+      }
     }
     }
     __syncthreads();
@@ -750,12 +780,21 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     // Step 6b: loff from the expert offsets, src_info into the
     // destination's output, s_dst the dst value (-dst-1 for duplicates).
-    for (int li = b.tid; li < ne; li += kThreads) {
+    for (int j = b.tid; j < ne; j += kThreads) {
+      int li = j, e;
+      if (sorted) {
+        const int key = s_e[j];
+        if (key < 0) continue;
+        li = key & 4095;
+        e = key >> 12;
+      } else {
+        e = s_e[j];
+      }
       const int d = s_d[li];
       if (d < 0) continue;
       const int x = s_dst[li];
       const bool dup = x < 0;
-      const int loff = eoff[static_cast<i64>(d) * E + s_e[li]] + (dup ? -x - 1 : x);
+      const int loff = eoff[static_cast<i64>(d) * E + e] + (dup ? -x - 1 : x);
       if (loff < 0 || loff >= NvS) {
         internal_error(p);
         s_dst[li] = -1;
@@ -913,10 +952,16 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   // block 0 goes straight on to wait for the gathered counts).
   grid_sync(gbar, p.bpr, b.lb == 0, s.worker);
   trace_point(p, 3);
+  // Sort keys for C2: the block's entries of expert e take the slots
+  // key[e] + pos, a contiguous range per expert (pos is the entry's rank
+  // among the rank's entries of e, and the block's are base..base+cnt-1).
+  int* s_key = sm + phase_words(p.R, p.E, p.B, max(1, kTileEntries / p.K), p.stage_tables != 0);
+  int* s_cnt = s_key + p.E;
   if (s.worker) {
+    int mine = 0;
     for (int e = b.tid; e < p.E; e += kThreads) {
       const int4* row = reinterpret_cast<const int4*>(hist + static_cast<i64>(e) * nwp);
-      int base = 0;
+      int base = 0, cnt = 0;
 #pragma unroll 8
       for (int q = 0; q < nwp / 4; ++q) {
         const int4 v = row[q];
@@ -924,9 +969,18 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (4 * q + j < s.w) base += c[j];
+          if (4 * q + j == s.w) cnt = c[j];
         }
       }
       for (int w = 0; w < kWarps; ++w) s_hist[w * p.E + e] += base;
+      s_key[e] = base;
+      s_cnt[e] = cnt;
+      mine += cnt;
+    }
+    int slot = block_exclusive_scan(mine, s_cnt + p.E);
+    for (int e = b.tid; e < p.E; e += kThreads) {
+      s_key[e] = slot - s_key[e];
+      slot += s_cnt[e];
     }
   }
   __syncthreads();
@@ -989,14 +1043,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
 __global__ void empty_kernel() {}
 
 std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables) {
-  // (staged tables: see staged_words)
-  const std::int64_t epn = E / R;
-  std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
-  words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
-  words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
-  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
-  words = std::max<std::int64_t>(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
-  return words * 4;
+  return (phase_words(R, E, B, tile_tokens, stage_tables) + key_words(E)) * 4;
 }
 
 }  // namespace moonep::cuda::impl
