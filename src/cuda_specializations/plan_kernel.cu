@@ -144,6 +144,11 @@ __host__ __device__ inline std::int64_t staged_words(int R, int E) {
   return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
 }
 
+// Steps 1-3 keep a shared copy of alloc for push_acum when it fits in what
+// C2 takes anyway.
+__host__ __device__ inline bool alloc_in_shared(int R, int E) {
+  return static_cast<std::int64_t>(E) * R <= 3LL * kTileEntries;
+}
 // Shared memory of the phases (words; each phase reuses it from the start),
 // then C1's per-block sort keys, kept from C1 pass 2 to C2 (key_words).
 // The host sizes the launch with the same two functions.
@@ -151,7 +156,7 @@ __host__ __device__ inline std::int64_t max64(std::int64_t a, std::int64_t b) { 
 __host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int tile_tokens, bool stage_tables) {
   const std::int64_t epn = E / R;
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;       // C1
-  words = max64(words, E + 5LL * R);                                 // steps 1-3
+  words = max64(words, E + 5LL * R + (alloc_in_shared(R, E) ? static_cast<std::int64_t>(E) * R : 0));  // steps 1-3
   words = max64(words, 2 * epn + 3LL * E + B + kWarps);              // steps 4-5
   const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
   return max64(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
@@ -173,10 +178,15 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   int* s_from = s_bal + R;   // [R] donor of each receiver (-1: none)
   int* s_quota = s_from + R; // [R] z[donor][receiver], consumed by step 3
   int* s_ncand = s_quota + R;// [R] remote experts of each receiver
+  int* s_alloc = s_ncand + R;// [E][R] a copy of alloc, for push_acum (no global round trip)
   std::int32_t* alloc = b.loc() + p.loc.alloc;  // [E][R], zeroed in Phase A
   std::int32_t* cand = b.loc() + p.loc.cand;    // [R][epn][2] (expert, count)
   std::int32_t* ncand = b.loc() + p.loc.ncand;  // [R]
 
+  const bool salloc = alloc_in_shared(R, E);
+  if (salloc) {
+    for (int i = b.tid; i < E * R; i += kThreads) s_alloc[i] = 0;
+  }
   for (int i = b.tid; i < R; i += kThreads) {
     s_load[i] = 0;
     s_from[i] = -1;
@@ -297,6 +307,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
         if (b.lane == 0) {
           const int e = h * epn + mj;
           alloc[static_cast<i64>(e) * R + qi] = take;
+          if (salloc) s_alloc[e * R + qi] = take;
           const int c = s_ncand[qi]++;
           if (c < epn) {
             cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
@@ -333,6 +344,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
         s_quota[qi] -= take;
         s_rem[e] -= take;
         alloc[static_cast<i64>(e) * R + qi] = take;
+        if (salloc) s_alloc[e * R + qi] = take;
         const int c = s_ncand[qi]++;
         if (c < epn) {
           cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
@@ -347,6 +359,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
     for (int j = b.lane; j < epn; j += 32) {
       const int e = h * epn + j;
       alloc[static_cast<i64>(e) * R + h] = s_rem[e];
+      if (salloc) s_alloc[e * R + h] = s_rem[e];
     }
     // remote_stats[h][1]: copies made of h's experts = sum over h's
     // receivers of min(B, their remote experts).
@@ -450,10 +463,11 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
 
 // acum[e][r] = prefix over ranks of alloc[r][e], into the tables (block 0
 // of rank 0, right after step 3: destinations need nothing else).
-__device__ void push_acum(const Block& b) {
+__device__ void push_acum(const Block& b, const int* s_alloc) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
-  const std::int32_t* alloc = b.loc() + p.loc.alloc;
+  // Steps 1-3's shared copy when there is one (s_alloc), else the table.
+  const std::int32_t* alloc = s_alloc ? s_alloc : b.loc() + p.loc.alloc;
   for (int e = b.tid; e < E; e += kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     std::int32_t* dstrow = b.tab() + p.sym.acum + static_cast<i64>(e) * R;
@@ -1001,7 +1015,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
       trace_point(p, 5);
       plan_steps_1_to_3(b, sm, b.epoch);
       __syncthreads();
-      push_acum(b);
+      push_acum(b, alloc_in_shared(p.R, p.E) ? sm + p.E + 5 * p.R : nullptr);  // s_alloc of steps 1-3
       // Steps 1-3 done (alloc, cand, ncand, cum) and acum out: every
       // rank's steps 4-5 and C2's destinations may start.
       arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kAcum); });
