@@ -574,9 +574,10 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
 // and offset within the (expert, destination) share), step 7 and the dup
 // reservations need only the first, so they overlap steps 4-5; step 6b
 // (loff, src_info) and step 8 follow wait_offsets().
-template <class WaitAcum, class WaitOffsets>
+template <class WaitAcum, class WaitOffsets, class PollOffsets>
 __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
-                                WaitOffsets wait_offsets) {
+                                WaitOffsets wait_offsets, PollOffsets poll_offsets) {
+  __shared__ int s_early;
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
@@ -698,8 +699,19 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       }
     }
     }
+    // Expert offsets already out? Then their staging loads go out now and
+    // land while step 7 runs (at most 2 int4 per thread, in registers).
+    const int n4 = (E * R) / 4;
+    const bool can_early = !have_offsets && p.stage_tables && n4 <= 2 * kThreads;
+    if (can_early && b.tid == 0) s_early = poll_offsets() ? 1 : 0;
     __syncthreads();
     trace_point(p, 13);
+    const bool early = can_early && s_early != 0;
+    int4 eo0 = make_int4(0, 0, 0, 0), eo1 = eo0;
+    if (early) {
+      if (b.tid < n4) eo0 = reinterpret_cast<const int4*>(eoff)[b.tid];
+      if (b.tid + kThreads < n4) eo1 = reinterpret_cast<const int4*>(eoff)[b.tid + kThreads];
+    }
 
     // Step 7 per token: later entries bound for a rank already used are
     // stored as -dst-1; count the dup groups/loffs per destination.
@@ -779,10 +791,16 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     trace_point(p, 14);
 
-    if (!have_offsets) {
+    if (early) {
+      if (b.tid < n4) reinterpret_cast<int4*>(s_eoff)[b.tid] = eo0;
+      if (b.tid + kThreads < n4) reinterpret_cast<int4*>(s_eoff)[b.tid + kThreads] = eo1;
+      eoff = s_eoff;
+      __syncthreads();
+      have_offsets = true;
+      trace_point(p, 12);
+    } else if (!have_offsets) {
       wait_offsets();
       if (p.stage_tables) {
-        const int n4 = (E * R) / 4;
         for (int q = b.tid; q < n4; q += kThreads) {
           reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
         }
@@ -1046,7 +1064,8 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
           }
         }
       },
-      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
+      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); },
+      [&] { return poll_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
