@@ -144,11 +144,6 @@ __host__ __device__ inline std::int64_t staged_words(int R, int E) {
   return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
 }
 
-// Steps 1-3 keep a shared copy of alloc for push_acum when it fits in what
-// C2 takes anyway.
-__host__ __device__ inline bool alloc_in_shared(int R, int E) {
-  return static_cast<std::int64_t>(E) * R <= 3LL * kTileEntries;
-}
 // Shared memory of the phases (words; each phase reuses it from the start),
 // then C1's per-block sort keys, kept from C1 pass 2 to C2 (key_words).
 // The host sizes the launch with the same two functions.
@@ -156,7 +151,7 @@ __host__ __device__ inline std::int64_t max64(std::int64_t a, std::int64_t b) { 
 __host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int tile_tokens, bool stage_tables) {
   const std::int64_t epn = E / R;
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;       // C1
-  words = max64(words, E + 5LL * R + (alloc_in_shared(R, E) ? static_cast<std::int64_t>(E) * R : 0));  // steps 1-3
+  words = max64(words, E + 5LL * R);                                 // steps 1-3
   words = max64(words, 2 * epn + 3LL * E + B + kWarps);              // steps 4-5
   const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
   return max64(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
@@ -178,15 +173,10 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   int* s_from = s_bal + R;   // [R] donor of each receiver (-1: none)
   int* s_quota = s_from + R; // [R] z[donor][receiver], consumed by step 3
   int* s_ncand = s_quota + R;// [R] remote experts of each receiver
-  int* s_alloc = s_ncand + R;// [E][R] a copy of alloc, for push_acum (no global round trip)
   std::int32_t* alloc = b.loc() + p.loc.alloc;  // [E][R], zeroed in Phase A
   std::int32_t* cand = b.loc() + p.loc.cand;    // [R][epn][2] (expert, count)
   std::int32_t* ncand = b.loc() + p.loc.ncand;  // [R]
 
-  const bool salloc = alloc_in_shared(R, E);
-  if (salloc) {
-    for (int i = b.tid; i < E * R; i += kThreads) s_alloc[i] = 0;
-  }
   for (int i = b.tid; i < R; i += kThreads) {
     s_load[i] = 0;
     s_from[i] = -1;
@@ -307,7 +297,6 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
         if (b.lane == 0) {
           const int e = h * epn + mj;
           alloc[static_cast<i64>(e) * R + qi] = take;
-          if (salloc) s_alloc[e * R + qi] = take;
           const int c = s_ncand[qi]++;
           if (c < epn) {
             cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
@@ -344,7 +333,6 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
         s_quota[qi] -= take;
         s_rem[e] -= take;
         alloc[static_cast<i64>(e) * R + qi] = take;
-        if (salloc) s_alloc[e * R + qi] = take;
         const int c = s_ncand[qi]++;
         if (c < epn) {
           cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
@@ -359,7 +347,6 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
     for (int j = b.lane; j < epn; j += 32) {
       const int e = h * epn + j;
       alloc[static_cast<i64>(e) * R + h] = s_rem[e];
-      if (salloc) s_alloc[e * R + h] = s_rem[e];
     }
     // remote_stats[h][1]: copies made of h's experts = sum over h's
     // receivers of min(B, their remote experts).
@@ -463,11 +450,10 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
 
 // acum[e][r] = prefix over ranks of alloc[r][e], into the tables (block 0
 // of rank 0, right after step 3: destinations need nothing else).
-__device__ void push_acum(const Block& b, const int* s_alloc) {
+__device__ void push_acum(const Block& b) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
-  // Steps 1-3's shared copy when there is one (s_alloc), else the table.
-  const std::int32_t* alloc = s_alloc ? s_alloc : b.loc() + p.loc.alloc;
+  const std::int32_t* alloc = b.loc() + p.loc.alloc;
   for (int e = b.tid; e < E; e += kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     std::int32_t* dstrow = b.tab() + p.sym.acum + static_cast<i64>(e) * R;
@@ -574,10 +560,9 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
 // and offset within the (expert, destination) share), step 7 and the dup
 // reservations need only the first, so they overlap steps 4-5; step 6b
 // (loff, src_info) and step 8 follow wait_offsets().
-template <class WaitAcum, class WaitOffsets, class PollOffsets>
+template <class WaitAcum, class WaitOffsets>
 __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
-                                WaitOffsets wait_offsets, PollOffsets poll_offsets) {
-  __shared__ int s_early;
+                                WaitOffsets wait_offsets) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
@@ -699,19 +684,8 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       }
     }
     }
-    // Expert offsets already out? Then their staging loads go out now and
-    // land while step 7 runs (at most 2 int4 per thread, in registers).
-    const int n4 = (E * R) / 4;
-    const bool can_early = !have_offsets && p.stage_tables && n4 <= 2 * kThreads;
-    if (can_early && b.tid == 0) s_early = poll_offsets() ? 1 : 0;
     __syncthreads();
     trace_point(p, 13);
-    const bool early = can_early && s_early != 0;
-    int4 eo0 = make_int4(0, 0, 0, 0), eo1 = eo0;
-    if (early) {
-      if (b.tid < n4) eo0 = reinterpret_cast<const int4*>(eoff)[b.tid];
-      if (b.tid + kThreads < n4) eo1 = reinterpret_cast<const int4*>(eoff)[b.tid + kThreads];
-    }
 
     // Step 7 per token: later entries bound for a rank already used are
     // stored as -dst-1; count the dup groups/loffs per destination.
@@ -791,16 +765,10 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     trace_point(p, 14);
 
-    if (early) {
-      if (b.tid < n4) reinterpret_cast<int4*>(s_eoff)[b.tid] = eo0;
-      if (b.tid + kThreads < n4) reinterpret_cast<int4*>(s_eoff)[b.tid + kThreads] = eo1;
-      eoff = s_eoff;
-      __syncthreads();
-      have_offsets = true;
-      trace_point(p, 12);
-    } else if (!have_offsets) {
+    if (!have_offsets) {
       wait_offsets();
       if (p.stage_tables) {
+        const int n4 = (E * R) / 4;
         for (int q = b.tid; q < n4; q += kThreads) {
           reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
         }
@@ -1033,7 +1001,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
       trace_point(p, 5);
       plan_steps_1_to_3(b, sm, b.epoch);
       __syncthreads();
-      push_acum(b, alloc_in_shared(p.R, p.E) ? sm + p.E + 5 * p.R : nullptr);  // s_alloc of steps 1-3
+      push_acum(b);
       // Steps 1-3 done (alloc, cand, ncand, cum) and acum out: every
       // rank's steps 4-5 and C2's destinations may start.
       arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kAcum); });
@@ -1064,8 +1032,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
           }
         }
       },
-      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); },
-      [&] { return poll_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
+      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;

@@ -120,15 +120,6 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   }
 }
 
-// One thread: has *counter reached target (mod 2^32)? If so, the caller's
-// later reads see what the arrivals released (and, after a __syncthreads,
-// the whole block's).
-__device__ __forceinline__ bool poll_counter(bool sys, const unsigned* counter, unsigned target) {
-  if (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) return false;
-  fence_acquire(sys);
-  return true;
-}
-
 // Waits until *counter has reached target (mod 2^32); the whole block
 // continues afterwards.
 __device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
