@@ -12,8 +12,10 @@
 //             by step parity) and written for the bases; arrive at rank 0's
 //             gather counter. Rank 0 can plan as soon as every block has
 //             counted: the rank's grid barrier is off its critical path.
-//   C1 pass 2 grid barrier; per-block bases (prefix over the blocks
-//             before); stable ranking of every entry among the rank's
+//   C1 pass 2 grid barrier (blocks without entries arrive and go on);
+//             per-block bases (prefix over the blocks before) and sort keys
+//             (a contiguous slot range per expert, kept in shared memory
+//             for C2); stable ranking of every entry among the rank's
 //             entries of its expert (warp-aggregated with __match_any_sync).
 //   Phase B   rank 0's block 0 waits for every block's counts, runs
 //             steps 1-3 (totals, rank moves, expert split), pushes acum
@@ -28,8 +30,9 @@
 //             atomic per (tile, destination) on the destination's
 //             dup_counts -- all while steps 4-5 run; then wait for the
 //             expert offsets: step 6b loff and src_info into the
-//             destination's output, step 8 dup rows into its outputs. The
-//             kernel's end publishes everything.
+//             destination's output (entries walked by expert, so the
+//             stores hit consecutive words), step 8 dup rows into its
+//             outputs. The kernel's end publishes everything.
 //
 // Every rank's block 0 owns no entries (when bpr > 1) so that its planning
 // (steps 1-3 on rank 0, steps 4-5 on every rank) runs beside the other
