@@ -117,12 +117,12 @@ void trace(const moonep::Config& c, int bpr) {
                          "rank0: all counts arrived",
                          "rank0: step 1 done",
                          "rank0: step 2 done",
-                         "rank0: steps 1-3 done, flag",
-                         "rank0: others see the flag",
-                         "rank0: steps 4-5 + tables out",
-                         "tables visible",
-                         "C2 tables staged",
-                         "C2 step 6 (dst, src_info)",
+                         "rank0: steps 1-3 + acum out",
+                         "block 0s: acum seen, steps 4-5",
+                         "block 0s: steps 4-5 + eoff out",
+                         "C2: acum visible",
+                         "C2: eoff visible + staged",
+                         "C2 step 6a (destinations)",
                          "C2 step 7 + dup reservations",
                          "C2 done (kernel end)"};
   const int npoints = 16, stride = 24;

@@ -186,7 +186,6 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   Bump loc;
   p.loc.gbar = loc.take(32);
   p.loc.epoch = loc.take(32);
-  p.loc.bflag = loc.take(32);
   p.loc.hist = loc.take(static_cast<i64>(round4(nworkers)) * E);
   p.loc.pos = loc.take(N);
   p.loc.alloc = loc.take(static_cast<i64>(E) * R);

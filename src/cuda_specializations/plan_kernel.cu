@@ -12,25 +12,31 @@
 //             by step parity) and written for the bases; arrive at rank 0's
 //             gather counter. Rank 0 can plan as soon as every block has
 //             counted: the rank's grid barrier is off its critical path.
-//   C1 pass 2 grid barrier; per-block bases (prefix over the blocks
-//             before); stable ranking of every entry among the rank's
+//   C1 pass 2 grid barrier (blocks without entries arrive and go on);
+//             per-block bases (prefix over the blocks before) and sort keys
+//             (a contiguous slot range per expert, kept in shared memory
+//             for C2); stable ranking of every entry among the rank's
 //             entries of its expert (warp-aggregated with __match_any_sync).
-//   Phase B   rank 0 only: block 0 waits for every block's counts, runs
-//             steps 1-3 (totals, rank moves, expert split) and raises a
-//             flag; every block of rank 0 then runs steps 4-5 for its
-//             ranks (cu_seqlens, zero-fill ranges, experts_to_copy and
-//             remote_stats straight into the outputs; expert offsets into
-//             the tables), acum is pushed; arrive at every rank's tables
-//             counter.
-//   C2        wait for the tables; check the given tokens_per_expert; per
-//             tile of tokens: destinations by binary search over acum,
-//             src_info written into the destination's output, dedup within
-//             each token, dup rows reserved with one atomic per (tile,
-//             destination) on the destination's dup_counts and written
-//             into its outputs. The kernel's end publishes everything.
+//   Phase B   rank 0's block 0 waits for every block's counts, runs
+//             steps 1-3 (totals, rank moves, expert split), pushes acum
+//             and arrives at every rank's acum counter. Then block 0 of
+//             every rank d runs steps 4-5 for d (cu_seqlens, zero-fill
+//             ranges, experts_to_copy, remote_stats straight into the
+//             outputs; d's expert offsets into the tables) and arrives at
+//             every rank's tables counter.
+//   C2        wait for acum; check the given tokens_per_expert; per tile of
+//             tokens: step 6a destinations by binary search over acum,
+//             dedup within each token (step 7), dup rows reserved with one
+//             atomic per (tile, destination) on the destination's
+//             dup_counts -- all while steps 4-5 run; then wait for the
+//             expert offsets: step 6b loff and src_info into the
+//             destination's output (entries walked by expert, so the
+//             stores hit consecutive words), step 8 dup rows into its
+//             outputs. The kernel's end publishes everything.
 //
-// Rank 0's block 0 owns no entries (when bpr > 1) so that its planning runs
-// while the other blocks rank their entries. A bad expert id is recorded in
+// Every rank's block 0 owns no entries (when bpr > 1) so that its planning
+// (steps 1-3 on rank 0, steps 4-5 on every rank) runs beside the other
+// blocks' C1 and C2. A bad expert id is recorded in
 // DeviceStatus and skipped everywhere; every block still passes every
 // barrier, so a bad step never hangs, and the next step starts clean.
 #include <algorithm>
@@ -52,6 +58,9 @@ struct Block {
 
   __device__ std::int32_t* chunk(int r) const { return p.sym_base + r * p.sym_stride; }
   __device__ std::int32_t* loc() const { return p.loc_base + g * p.loc_stride; }
+  // Rank 0's scratch (alloc, cand, ncand of steps 1-3, read by every
+  // rank's steps 4-5).
+  __device__ std::int32_t* loc0() const { return p.loc_base + (0 - p.rank_base) * p.loc_stride; }
   __device__ std::int32_t* out() const { return p.out_base + g * p.out_stride; }
   // Output buffer of rank r (virtual ranks: all in one allocation).
   __device__ std::int32_t* out_of(int r) const { return p.out_base + (r - p.rank_base) * p.out_stride; }
@@ -130,6 +139,29 @@ __device__ int block_exclusive_scan(int v, int* s_scan) {
   return before + incl - v;
 }
 
+// C2's staged tables: eoff [R][E], acum [E][acum_stride] (odd row stride,
+// so that the binary searches of 32 random experts spread over the banks
+// instead of 8-way conflicts at R = 8), cum [E]; rounded to 16 bytes.
+__host__ __device__ inline int acum_stride(int R) { return R | 1; }
+__host__ __device__ inline std::int64_t staged_words(int R, int E) {
+  return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
+}
+
+// Shared memory of the phases (words; each phase reuses it from the start),
+// then C1's per-block sort keys, kept from C1 pass 2 to C2 (key_words).
+// The host sizes the launch with the same two functions.
+__host__ __device__ inline std::int64_t max64(std::int64_t a, std::int64_t b) { return a > b ? a : b; }
+__host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int tile_tokens, bool stage_tables) {
+  const std::int64_t epn = E / R;
+  std::int64_t words = static_cast<std::int64_t>(kWarps) * E;       // C1
+  words = max64(words, E + 5LL * R);                                 // steps 1-3
+  words = max64(words, 2 * epn + 3LL * E + B + kWarps);              // steps 4-5
+  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
+  return max64(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
+}
+// key [E], count [E], scan scratch [kWarps].
+__host__ __device__ inline std::int64_t key_words(int E) { return 2LL * E + kWarps; }
+
 __device__ __forceinline__ int pad_to(int count, int tp) {
   return count > 0 ? (count + tp - 1) / tp * tp : 0;
 }
@@ -174,14 +206,35 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
       }
     }
     s_rem[e] = run;
-    atomicAdd(&s_load[e / epn], run);
+    if (epn % 32 == 0) {
+      // A warp's 32 experts belong to one rank: one shared atomic per warp.
+      const int w = warp_sum(run);
+      if (b.lane == 0) atomicAdd(&s_load[e / epn], w);
+    } else {
+      atomicAdd(&s_load[e / epn], run);
+    }
   }
   __syncthreads();
   trace_point(p, 6);
 
   // Step 2: rank-level moves (one warp; at most R iterations since every
   // iteration fills one receiver for good).
-  if (b.warp == 0) {
+  if (b.warp == 0 && R <= 32) {
+    // Lane r holds rank r's balance in a register: each round is two warp
+    // reductions, no shared round trips (the loop is on the critical path).
+    const int r = b.lane;
+    int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
+    for (int it = 0; it < R; ++it) {
+      int sv = r < R ? bal : INT_MIN, si = r, dv = r < R ? bal : INT_MAX, di = r;
+      warp_argmax_low(sv, si);
+      warp_argmin_low(dv, di);
+      if (sv <= 0 || dv >= 0) break;
+      const int move = -dv;
+      if (r == si) bal -= move;
+      if (r == di) { bal = 0; from = si; quota = move; }
+    }
+    if (r < R) { s_from[r] = from; s_quota[r] = quota; }
+  } else if (b.warp == 0) {
     for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
     __syncwarp();
     for (int it = 0; it < R; ++it) {
@@ -324,11 +377,11 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int* s_etc = s_eoff + E;    // [B]
   int* s_scan = s_etc + B;    // [kWarps]
   int* s_alloc = s_scan + kWarps;  // [E] alloc[d][e]
-  const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  const std::int32_t* cand = b.loc() + p.loc.cand;
+  const std::int32_t* alloc = b.loc0() + p.loc.alloc;
+  const std::int32_t* cand = b.loc0() + p.loc.cand;
   // All loads at once (no load depends on another): every candidate slot,
   // used or not, and d's column of alloc.
-  const int nc = b.loc()[p.loc.ncand + d];
+  const int nc = b.loc0()[p.loc.ncand + d];
   for (int i = b.tid; i < epn; i += kThreads) {
     s_ce[i] = cand[(static_cast<i64>(d) * epn + i) * 2];
     s_cc[i] = cand[(static_cast<i64>(d) * epn + i) * 2 + 1];
@@ -398,13 +451,13 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   __syncthreads();
 }
 
-// acum[e][r] = prefix over ranks of alloc[r][e], into the tables.
+// acum[e][r] = prefix over ranks of alloc[r][e], into the tables (block 0
+// of rank 0, right after step 3: destinations need nothing else).
 __device__ void push_acum(const Block& b) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
   const std::int32_t* alloc = b.loc() + p.loc.alloc;
-  // Counted from the last block, which has no step-5 rank when bpr > R.
-  for (int e = (p.bpr - 1 - b.lb) * kThreads + b.tid; e < E; e += p.bpr * kThreads) {
+  for (int e = b.tid; e < E; e += kThreads) {
     const std::int32_t* row = alloc + static_cast<i64>(e) * R;
     std::int32_t* dstrow = b.tab() + p.sym.acum + static_cast<i64>(e) * R;
     int run = 0;
@@ -490,14 +543,38 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 }
 
 // ---- C2: destinations, src_info, dedup, dup structures ---------------------
-__device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
+// A token's K (<= kRegK) destinations / dst values in registers: two 16-byte
+// shared loads when K == 8 instead of dependent scalar loads at stride K
+// words (8-way bank conflicts at K = 8). Slots k >= K read as -1.
+constexpr int kRegK = 8;
+__device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK]) {
+  if (K == kRegK) {
+    const int4 a = reinterpret_cast<const int4*>(row)[0], c = reinterpret_cast<const int4*>(row)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = c.x; v[5] = c.y; v[6] = c.z; v[7] = c.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kRegK; ++k) v[k] = k < K ? row[k] : -1;
+  }
+}
+
+// Two table stages: destinations (acum, cum; published right after step 3)
+// and offsets (eoff; after every rank's steps 4-5). Step 6a (destination
+// and offset within the (expert, destination) share), step 7 and the dup
+// reservations need only the first, so they overlap steps 4-5; step 6b
+// (loff, src_info) and step 8 follow wait_offsets().
+template <class WaitAcum, class WaitOffsets>
+__device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
+                                WaitOffsets wait_offsets) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
   // Staged tables first (16-byte aligned), then the tile.
-  const int staged = p.stage_tables ? ((2 * E * R + E + 3) & ~3) : 0;
+  const int staged = p.stage_tables ? static_cast<int>(staged_words(R, E)) : 0;
+  int as = R;  // row stride of acum (odd when staged: random rows spread over the banks)
   int* s_dst = sm + staged;                           // [kTileEntries]
   int* s_d = s_dst + kTileEntries;                    // [kTileEntries]
-  unsigned* s_mask = reinterpret_cast<unsigned*>(s_d + kTileEntries);  // [tile_tokens]
+  int* s_e = s_d + kTileEntries;                      // [kTileEntries] expert of each entry
+  unsigned* s_mask = reinterpret_cast<unsigned*>(s_e + kTileEntries);  // [tile_tokens]
   int* s_ng = reinterpret_cast<int*>(s_mask + p.tile_tokens);           // [R]
   int* s_nl = s_ng + R;
   int* s_gb = s_nl + R;
@@ -506,27 +583,56 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
   const std::int32_t* acum = tab + p.sym.acum;
   const std::int32_t* eoff = tab + p.sym.eoff;
   const std::int32_t* cum = b.rank > 0 ? tab + p.sym.cum + static_cast<i64>(b.rank - 1) * E : nullptr;
+  const std::int32_t* topk = p.topk[b.g];
+  const std::int32_t* pos = b.loc() + p.loc.pos;
+  // The first batch of the first tile needs nothing from the planning:
+  // its loads go out before the wait and land while rank 0 plans.
+  int pe[kUnroll], pp[kUnroll];
+  {
+    const i64 i0 = s.tok0 * K;
+    const int ne = static_cast<int>(min(static_cast<i64>(p.tile_tokens), s.tok1 - s.tok0)) * K;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int li = u * kThreads + b.tid;
+      pe[u] = li < ne ? topk[i0 + li] : -1;
+      pp[u] = li < ne ? pos[i0 + li] : 0;
+    }
+  }
+  wait_acum();
+  // Step 6b in the order of the sort keys (see C1) when the block's entries
+  // are one tile: its scattered src_info stores then hit consecutive words.
+  // s_e then holds, per slot, (expert << 12) | entry (-1: no entry).
+  static_assert(kTileEntries <= 4096, "entry index in 12 bits");
+  const bool sorted = s.tok1 > s.tok0 && s.tok1 - s.tok0 <= p.tile_tokens && E <= (1 << 19);
+  const int* s_key = sm + phase_words(R, E, p.B, max(1, kTileEntries / K), p.stage_tables != 0);
+  if (sorted) {
+    for (int j = b.tid; j < (s.tok1 - s.tok0) * K; j += kThreads) s_e[j] = -1;
+  }
+  int* s_eoff = sm;  // first: its 16-byte stores need E*R % 4 == 0 only
   if (p.stage_tables && s.tok1 > s.tok0) {
     // The lookups below are random per entry: serve them from shared
     // memory (one coalesced copy) rather than from L2.
-    int* s_acum = sm;
-    int* s_eoff = s_acum + E * R;
-    int* s_cum = s_eoff + E * R;
+    const int rs = acum_stride(R);
+    int* s_acum = s_eoff + E * R;
+    int* s_cum = s_acum + E * rs;
     const int n4 = (E * R) / 4;  // E*R is a multiple of 4 when staging
     for (int q = b.tid; q < n4; q += kThreads) {
-      reinterpret_cast<int4*>(s_acum)[q] = reinterpret_cast<const int4*>(acum)[q];
-      reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
+      const int4 v = reinterpret_cast<const int4*>(acum)[q];
+      const int c[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 4 * q + j;
+        s_acum[(i / R) * rs + i % R] = c[j];
+      }
     }
+    as = rs;
     for (int e = b.tid; e < E; e += kThreads) s_cum[e] = cum ? cum[e] : 0;
     acum = s_acum;
-    eoff = s_eoff;
     cum = s_cum;
-    __syncthreads();
   }
-  trace_point(p, 12);
-  const std::int32_t* topk = p.topk[b.g];
-  const std::int32_t* pos = b.loc() + p.loc.pos;
+  if (sorted || (p.stage_tables && s.tok1 > s.tok0)) __syncthreads();
   std::int32_t* out_dst = b.out() + p.out.dst;
+  bool have_offsets = false;
 
   for (i64 t = s.tok0; t < s.tok1; t += p.tile_tokens) {
     const int nt = static_cast<int>(min(static_cast<i64>(p.tile_tokens), s.tok1 - t));
@@ -534,43 +640,51 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     const int ne = nt * K;
     for (int r = b.tid; r < R; r += kThreads) { s_ng[r] = 0; s_nl[r] = 0; }
 
-    // Step 6 for every entry of the tile.
+    // Step 6a for every entry of the tile: destination d and the entry's
+    // offset within d's share of its expert (s_dst until step 6b).
     for (int lbase = 0; lbase < ne; lbase += kThreads * kUnroll) {
     int ev[kUnroll], pv[kUnroll];  // loads first, so they are in flight together
+    if (t == s.tok0 && lbase == 0) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int li = lbase + u * kThreads + b.tid;
-      ev[u] = li < ne ? topk[i0 + li] : -1;
-      pv[u] = li < ne ? pos[i0 + li] : 0;
+      for (int u = 0; u < kUnroll; ++u) { ev[u] = pe[u]; pv[u] = pp[u]; }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int li = lbase + u * kThreads + b.tid;
+        ev[u] = li < ne ? topk[i0 + li] : -1;
+        pv[u] = li < ne ? pos[i0 + li] : 0;
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int li = lbase + u * kThreads + b.tid;
       if (li >= ne) break;
-      const i64 i = i0 + li;
       const int e = ev[u];
       int v = -1, d = -1;
       if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
         const int G = (cum ? cum[e] : 0) + pv[u];
-        const std::int32_t* a = acum + static_cast<i64>(e) * R;
+        const std::int32_t* a = acum + static_cast<i64>(e) * as;
         int lo = 0, hi = R;  // first d with acum[e][d] > G
         while (lo < hi) {
           const int mid = (lo + hi) >> 1;
           if (a[mid] > G) hi = mid; else lo = mid + 1;
         }
         if (lo < R) {
-          const int before = lo > 0 ? a[lo - 1] : 0;
-          const int loff = eoff[static_cast<i64>(lo) * E + e] + G - before;
-          if (loff >= 0 && loff < NvS) {
-            d = lo;
-            v = d * NvS + loff;
-            b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i);
-          }
+          d = lo;
+          v = G - (lo > 0 ? a[lo - 1] : 0);
+        } else {
+          internal_error(p);
         }
-        if (d < 0) internal_error(p);
       }
       s_dst[li] = v;
       s_d[li] = d;
+      if (!sorted) {
+        s_e[li] = e;
+      } else if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
+        const int slot = s_key[e] + pv[u];
+        if (slot >= 0 && slot < ne) s_e[slot] = (e << 12) | li;
+        else internal_error(p);
+      }
     }
     }
     __syncthreads();
@@ -578,6 +692,42 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
 
     // Step 7 per token: later entries bound for a rank already used are
     // stored as -dst-1; count the dup groups/loffs per destination.
+    if (K <= kRegK) {
+      // Registers; one shared atomic pair per primary (not per duplicate).
+      for (int tok = b.tid; tok < nt; tok += kThreads) {
+        const int base = tok * K;
+        int dd[kRegK];
+        load_token(s_d + base, K, dd);
+        unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
+#pragma unroll
+        for (int k = 1; k < kRegK; ++k) {
+          bool dup = false;
+#pragma unroll
+          for (int k2 = 0; k2 < k; ++k2) {
+            if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
+              dup = true;
+              mask |= 1u << k2;
+            }
+          }
+          if (dup) dups |= 1u << k;
+        }
+#pragma unroll
+        for (int k = 1; k < kRegK; ++k) {
+          if ((dups >> k) & 1u) s_dst[base + k] = -s_dst[base + k] - 1;
+        }
+#pragma unroll
+        for (int kp = 0; kp < kRegK - 1; ++kp) {
+          if ((mask >> kp) & 1u) {
+            int n = 0;
+#pragma unroll
+            for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
+            atomicAdd(&s_ng[dd[kp]], 1);
+            atomicAdd(&s_nl[dd[kp]], n);
+          }
+        }
+        s_mask[tok] = mask;
+      }
+    } else
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       unsigned mask = 0;  // bit k: entry k is a primary with duplicates
@@ -600,22 +750,104 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm) {
     }
     __syncthreads();
 
-    // One reservation per destination for the whole tile.
-    for (int d = b.tid; d < R; d += kThreads) {
-      if (s_ng[d] > 0) {
+    // One reservation per destination for the whole tile (thread d for
+    // destination d). Only step 8 needs the atomics' results: they stay in
+    // registers and return while step 6b runs.
+    static_assert(kMaxGroups <= kThreads, "one destination per thread");
+    int res_g = 0, res_l = 0;
+    if (b.tid < R) {
+      const int ng = s_ng[b.tid], nl = s_nl[b.tid];
+      if (ng > 0) {
         // The destination's dup_counts are the reservation counters.
-        int* cnt = b.out_of(d) + p.out.dup_counts;
-        s_gb[d] = atomicAdd(cnt, s_ng[d]);
-        s_lb[d] = atomicAdd(cnt + 1, s_nl[d]);
+        int* cnt = b.out_of(b.tid) + p.out.dup_counts;
+        res_g = atomicAdd(cnt, ng);
+        res_l = atomicAdd(cnt + 1, nl);
       }
-      s_ng[d] = 0;
-      s_nl[d] = 0;
+      s_ng[b.tid] = 0;
+      s_nl[b.tid] = 0;
+    }
+    trace_point(p, 14);
+
+    if (!have_offsets) {
+      wait_offsets();
+      if (p.stage_tables) {
+        const int n4 = (E * R) / 4;
+        for (int q = b.tid; q < n4; q += kThreads) {
+          reinterpret_cast<int4*>(s_eoff)[q] = reinterpret_cast<const int4*>(eoff)[q];
+        }
+        eoff = s_eoff;
+        __syncthreads();
+      }
+      have_offsets = true;
+      trace_point(p, 12);
+    }
+    // Step 6b: loff from the expert offsets, src_info into the
+    // destination's output, s_dst the dst value (-dst-1 for duplicates).
+    for (int j = b.tid; j < ne; j += kThreads) {
+      int li = j, e;
+      if (sorted) {
+        const int key = s_e[j];
+        if (key < 0) continue;
+        li = key & 4095;
+        e = key >> 12;
+      } else {
+        e = s_e[j];
+      }
+      const int d = s_d[li];
+      if (d < 0) continue;
+      const int x = s_dst[li];
+      const bool dup = x < 0;
+      const int loff = eoff[static_cast<i64>(d) * E + e] + (dup ? -x - 1 : x);
+      if (loff < 0 || loff >= NvS) {
+        internal_error(p);
+        s_dst[li] = -1;
+        continue;
+      }
+      const int v = d * NvS + loff;
+      b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
+      s_dst[li] = dup ? -v - 1 : v;
+    }
+    if (b.tid < R) {
+      s_gb[b.tid] = res_g;
+      s_lb[b.tid] = res_l;
     }
     __syncthreads();
-    trace_point(p, 14);
 
     // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
     // increasing k, written into the destination's chunk.
+    if (K <= kRegK) {
+      for (int tok = b.tid; tok < nt; tok += kThreads) {
+        const unsigned mask = s_mask[tok];
+        if (!mask) continue;
+        const int base = tok * K;
+        int dd[kRegK], vv[kRegK];
+        load_token(s_d + base, K, dd);
+        load_token(s_dst + base, K, vv);
+#pragma unroll
+        for (int kp = 0; kp < kRegK - 1; ++kp) {
+          if (!((mask >> kp) & 1u)) continue;
+          const int d = dd[kp];
+          int n = 0;
+#pragma unroll
+          for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == d ? 1 : 0;
+          const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+          const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+          if (row >= NvS || start + n > NvS) {
+            internal_error(p);
+            continue;
+          }
+          std::int32_t* dc = b.out_of(d);
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = vv[kp] - d * NvS;
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
+          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
+          int j = start;
+#pragma unroll
+          for (int k = kp + 1; k < kRegK; ++k) {
+            if (dd[k] == d) dc[p.out.dup_loffs + j++] = (-vv[k] - 1) - d * NvS;
+          }
+        }
+      }
+    } else
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       unsigned mask = s_mask[tok];
@@ -719,12 +951,20 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   trace_point(p, 2);
 
   // ---- C1 pass 2: bases and stable ranking ---------------------------------
-  grid_sync(gbar, p.bpr, b.lb == 0);
+  // A block without entries needs no bases: it does not wait (rank 0's
+  // block 0 goes straight on to wait for the gathered counts).
+  grid_sync(gbar, p.bpr, b.lb == 0, s.worker);
   trace_point(p, 3);
+  // Sort keys for C2: the block's entries of expert e take the slots
+  // key[e] + pos, a contiguous range per expert (pos is the entry's rank
+  // among the rank's entries of e, and the block's are base..base+cnt-1).
+  int* s_key = sm + phase_words(p.R, p.E, p.B, max(1, kTileEntries / p.K), p.stage_tables != 0);
+  int* s_cnt = s_key + p.E;
   if (s.worker) {
+    int mine = 0;
     for (int e = b.tid; e < p.E; e += kThreads) {
       const int4* row = reinterpret_cast<const int4*>(hist + static_cast<i64>(e) * nwp);
-      int base = 0;
+      int base = 0, cnt = 0;
 #pragma unroll 8
       for (int q = 0; q < nwp / 4; ++q) {
         const int4 v = row[q];
@@ -732,9 +972,18 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (4 * q + j < s.w) base += c[j];
+          if (4 * q + j == s.w) cnt = c[j];
         }
       }
       for (int w = 0; w < kWarps; ++w) s_hist[w * p.E + e] += base;
+      s_key[e] = base;
+      s_cnt[e] = cnt;
+      mine += cnt;
+    }
+    int slot = block_exclusive_scan(mine, s_cnt + p.E);
+    for (int e = b.tid; e < p.E; e += kThreads) {
+      s_key[e] = slot - s_key[e];
+      slot += s_cnt[e];
     }
   }
   __syncthreads();
@@ -750,36 +999,43 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
       std::int32_t* other = b.tpe_all(next);
       for (i64 i = t0; i < static_cast<i64>(p.R) * p.E; i += nthr) other[i] = 0;
     }
-    unsigned* bflag = reinterpret_cast<unsigned*>(b.loc() + p.loc.bflag);
     if (b.lb == 0) {
       wait_counter(sys, b.ctr(0, kGather), all_blocks * next);
       trace_point(p, 5);
       plan_steps_1_to_3(b, sm, b.epoch);
       __syncthreads();
-      if (b.tid == 0) st_release_gpu(bflag, next);  // steps 1-3 done (alloc, cand, ncand)
+      push_acum(b);
+      // Steps 1-3 done (alloc, cand, ncand, cum) and acum out: every
+      // rank's steps 4-5 and C2's destinations may start.
+      arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kAcum); });
       trace_point(p, 8);
-    } else {
-      wait_counter(false, bflag, next);
-      trace_point(p, 9);
     }
-    for (int d = b.lb; d < p.R; d += p.bpr) plan_steps_4_5(b, sm, d);
-    push_acum(b);
+  }
+  // ---- Phase B': steps 4-5 for rank d by block 0 of rank d ----------------
+  // (block 0 owns no entries when bpr > 1, so they run beside C2.)
+  if (b.lb == 0) {
+    if (b.rank != 0) wait_counter(sys, b.ctr(b.rank, kAcum), next);
+    trace_point(p, 9);
+    plan_steps_4_5(b, sm, b.rank);
     arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kTables); });
     trace_point(p, 10);
   }
-  wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.bpr) * next);
-  trace_point(p, 11);
-
   // ---- C2 -----------------------------------------------------------------
-  if (b.lb == 0 && p.tpe[b.g]) {
-    // The given tokens_per_expert must match the counted one.
-    const std::int32_t* given = p.tpe[b.g];
-    const std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
-    for (int e = b.tid; e < p.E; e += kThreads) {
-      if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
-    }
-  }
-  c2_destinations(b, s, sm);
+  c2_destinations(
+      b, s, sm,
+      [&] {
+        wait_counter(sys, b.ctr(b.rank, kAcum), next);
+        trace_point(p, 11);
+        if (b.lb == 0 && p.tpe[b.g]) {
+          // The given tokens_per_expert must match the counted one.
+          const std::int32_t* given = p.tpe[b.g];
+          const std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * p.E;
+          for (int e = b.tid; e < p.E; e += kThreads) {
+            if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
+          }
+        }
+      },
+      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
@@ -790,13 +1046,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
 __global__ void empty_kernel() {}
 
 std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables) {
-  const std::int64_t epn = E / R;
-  std::int64_t words = static_cast<std::int64_t>(kWarps) * E;                  // C1
-  words = std::max<std::int64_t>(words, E + 5LL * R);                            // steps 1-3
-  words = std::max<std::int64_t>(words, 2 * epn + 3LL * E + B + kWarps);         // steps 4-5
-  const std::int64_t c2 = 2LL * kTileEntries + tile_tokens + 4LL * R;
-  words = std::max<std::int64_t>(words, c2 + (stage_tables ? (2LL * E * R + E + 3) / 4 * 4 : 0));  // C2
-  return words * 4;
+  return (phase_words(R, E, B, tile_tokens, stage_tables) + key_words(E)) * 4;
 }
 
 }  // namespace moonep::cuda::impl

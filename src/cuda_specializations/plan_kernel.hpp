@@ -20,15 +20,16 @@ inline constexpr int kThreads = 256;          // threads per block
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
-inline constexpr int kUnroll = 4;             // entries in flight per thread
+inline constexpr int kUnroll = 5;             // entries in flight per thread (one batch per C2 tile at the headline)
 inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
 inline constexpr int kCtrlStride = 32;        // words between counters (own 128B line)
 
 // Counters at the start of every chunk, kCtrlStride words apart.
 enum Ctrl : int {
   kGather = 0,    // rank 0's: one arrival per block of every rank per step
-  kTables = 1,    // one arrival per block of rank 0 per step (tables pushed)
-  kNumCtrl = 2
+  kTables = 1,    // one arrival per rank (its block 0, steps 4-5 done) per step
+  kAcum = 2,      // one arrival per step: steps 1-3 done, acum and cum out
+  kNumCtrl = 3
 };
 
 // Virtual ranks: only rank 0's chunk holds tables (every rank reads them);
@@ -39,7 +40,7 @@ struct SymLayout {
 };
 
 struct LocLayout {
-  std::int64_t gbar, epoch, bflag, hist, pos, alloc, cand, ncand;
+  std::int64_t gbar, epoch, hist, pos, alloc, cand, ncand;
   std::int64_t words;
 };
 

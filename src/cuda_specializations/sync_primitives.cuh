@@ -84,14 +84,18 @@ __device__ __forceinline__ void fence_acquire(bool sys) {
 // Barrier over the `nblocks` blocks of this rank. `first` is true for
 // exactly one of them. The release of the arrival (after __syncthreads)
 // publishes the whole block's writes; no separate fence before it.
-__device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool first) {
+// A block that needs nothing the others wrote passes wait = false: it
+// arrives (the round still completes) and goes on at once.
+__device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool first, bool wait = true) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
     const unsigned old = atom_add_release_gpu(bar, inc);
-    while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
+    if (wait) {
+      while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
+      }
+      fence_acquire(false);
     }
-    fence_acquire(false);
   }
   __syncthreads();
 }
