@@ -3,3 +3,4 @@
 # empty cooperative launch of the same grid. See README_GPU.md.
 add_executable(moonep_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cu)
 target_link_libraries(moonep_gpu_bench PRIVATE moonep CUDA::cudart)
+moonep_perf_csv(moonep_gpu_bench)

@@ -3,7 +3,13 @@
 // steps, and again replayed from a CUDA graph. The floor, in the same run,
 // is an empty cooperative launch of the same grid (same blocks, threads and
 // shared memory). Every configuration is first checked against the
-// reference planner. Usage: moonep_gpu_bench [steps] (default 500).
+// reference planner.
+// Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke]
+//   steps        launches timed per figure (default 500)
+//   --csv FILE   also append one row per configuration (backend cuda, world
+//                virtual; the floor as backend empty_launch) to FILE in the
+//                common perf_tests format (csv_report.hpp)
+//   --smoke      two small configurations, 20 steps, no phase trace
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +22,8 @@
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
+
+#include "csv_report.hpp"
 
 namespace {
 
@@ -61,6 +69,7 @@ double graph_us(cudaStream_t s, int per_graph, int replays, F&& launch) {
 }
 
 struct Row {
+  moonep::Config cfg;
   std::string config;
   int bpr = 0;
   bool correct = false;
@@ -69,6 +78,7 @@ struct Row {
 
 Row bench(const moonep::Config& c, int bpr, int steps) {
   Row row;
+  row.cfg = c;
   row.config = moonep::describe(c);
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
@@ -188,7 +198,20 @@ moonep::Config config(int R, int E, int K, int S, int B, int tp) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 500;
+  int steps = 500;
+  std::string csv;
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--csv" && i + 1 < argc) csv = argv[++i];
+    else if (a == "--smoke") smoke = true;
+    else if (!a.empty() && a[0] != '-' && std::atoi(a.c_str()) > 0) steps = std::atoi(a.c_str());
+    else {
+      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke])\n", a.c_str());
+      return 2;
+    }
+  }
+  if (smoke) steps = 20;
   std::string why;
   if (!moonep::cuda::device_available(&why)) {
     std::fprintf(stderr, "moonep_gpu_bench: %s\n", why.c_str());
@@ -201,7 +224,9 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps\n", prop.name,
               prop.multiProcessorCount, steps);
   const moonep::Config head = config(8, 256, 8, 4096, 32, 128);
-  const std::vector<std::pair<moonep::Config, int>> configs = {
+  const std::vector<std::pair<moonep::Config, int>> smoke_configs = {
+      {config(2, 16, 2, 256, 2, 8), 4}, {config(4, 64, 4, 512, 4, 16), 8}};
+  const std::vector<std::pair<moonep::Config, int>> full_configs = {
       {head, 32}, {head, 16}, {head, 8},
       {config(8, 256, 8, 8192, 32, 128), 32},
       {config(8, 256, 8, 8192, 32, 128), 16},
@@ -213,9 +238,11 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   try {
-    trace(head, 32);
-    trace(head, 16);
-    for (const auto& c : configs) rows.push_back(bench(c.first, c.second, steps));
+    if (!smoke) {
+      trace(head, 32);
+      trace(head, 16);
+    }
+    for (const auto& c : smoke ? smoke_configs : full_configs) rows.push_back(bench(c.first, c.second, steps));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
     return 1;
@@ -232,6 +259,29 @@ int main(int argc, char** argv) {
                 r.correct ? "yes" : "NO", r.step, r.step_graph, r.floor, r.floor_graph, best / fl,
                 head ? (goal ? "met" : "missed") : "-");
     all_ok = all_ok && r.correct;
+  }
+  if (!csv.empty()) {
+    try {
+      const moonep::perf::CsvReport report(csv, prop.name);
+      for (const auto& r : rows) {
+        const double entries = static_cast<double>(r.cfg.ranks) * static_cast<double>(r.cfg.entries());
+        moonep::perf::CsvRow row;
+        row.world = "virtual";
+        row.config = r.cfg;
+        row.imbalance = 1.0;
+        row.backend = "cuda";
+        row.time_per_step_us = r.step;
+        row.entries_per_s = entries / (r.step * 1e-6);
+        report.append(row);
+        row.backend = "empty_launch";  // the floor, as stable_sort is on the host
+        row.time_per_step_us = r.floor;
+        row.entries_per_s = entries / (r.floor * 1e-6);
+        report.append(row);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
+      return 1;
+    }
   }
   return all_ok ? 0 : 1;
 }

@@ -14,8 +14,9 @@
 #   mpi_bench    under "${MPIEXEC:-mpiexec} -n NP" for NP in ${NP:-2 4}
 #   moonep_gpu_bench  the CUDA benchmark (gpu_bench.cu)
 # Contract for a bench (perf_tests/csv_report.hpp): `--csv FILE` appends
-# rows with the common columns, `--smoke` runs a tiny configuration. A bench
-# binary that does not know --csv yet is skipped with a note.
+# rows with the common columns, `--smoke` runs a tiny configuration, exit
+# status 77 means "cannot run here" (the GPU bench without a visible GPU)
+# and is reported as skipped.
 #
 # The plot needs gnuplot (Debian: apt-get install gnuplot-nox); without it
 # the driver says so and writes only the CSV. Exit status: 0; 1 when a
@@ -45,11 +46,9 @@ csv="$out/sweeps.csv"
 png="$out/time_per_step.png"
 rm -f "$csv"  # one run, one file: benches append, the first writes the header
 
-# A bench takes part only if it speaks the CSV contract.
-speaks_csv() { grep -qa -e '--csv' "$1"; }
-
 # run_logged LOG COMMAND...: shows the command's output and appends it to
-# LOG; fails with the command's status (POSIX sh has no pipefail).
+# LOG; fails with the command's status (POSIX sh has no pipefail), except
+# 77, which returns 77 for the caller to report as skipped.
 run_logged() {
   log=$1
   shift
@@ -57,6 +56,7 @@ run_logged() {
   { status=0; "$@" || status=$?; echo "$status" > "$rc_file"; } | tee -a "$log"
   rc=$(cat "$rc_file")
   rm -f "$rc_file"
+  [ "$rc" -ne 77 ] || return 77
   if [ "$rc" -ne 0 ]; then
     echo "run_sweeps.sh: '$*' failed with status $rc" >&2
     exit 1
@@ -69,35 +69,29 @@ run_logged "$out/host_sweep.log" "$bench_dir/host_sweep" --csv "$csv" $smoke
 
 mpi_bench="$bench_dir/mpi_bench"
 if [ -x "$mpi_bench" ]; then
-  if ! speaks_csv "$mpi_bench"; then
-    echo "== mpi_bench: skipped (this build's mpi_bench has no --csv option yet)"
-  else
-    mpiexec=${MPIEXEC:-mpiexec}
-    flags=""
-    if "$mpiexec" --version 2>/dev/null | grep -q -E "Open MPI|OpenRTE"; then
-      flags="--oversubscribe"  # more processes than cores is fine for a sweep
-      export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    fi
-    nps=${NP:-2 4}
-    [ -z "$smoke" ] || nps=2
-    for np in $nps; do
-      echo "== mpi_bench, $np processes"
-      # shellcheck disable=SC2086
-      run_logged "$out/mpi_bench.log" "$mpiexec" -n "$np" $flags "$mpi_bench" --csv "$csv" $smoke
-    done
+  mpiexec=${MPIEXEC:-mpiexec}
+  flags=""
+  if "$mpiexec" --version 2>/dev/null | grep -q -E "Open MPI|OpenRTE"; then
+    flags="--oversubscribe"  # more processes than cores is fine for a sweep
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   fi
+  nps=${NP:-2 4}
+  [ -z "$smoke" ] || nps=2
+  for np in $nps; do
+    echo "== mpi_bench, $np processes"
+    # shellcheck disable=SC2086
+    run_logged "$out/mpi_bench.log" "$mpiexec" -n "$np" $flags "$mpi_bench" --csv "$csv" $smoke
+  done
 else
   echo "== mpi_bench: not in this build (MPI worlds off or not built yet)"
 fi
 
 gpu_bench="$bench_dir/moonep_gpu_bench"
 if [ -x "$gpu_bench" ]; then
-  if ! speaks_csv "$gpu_bench"; then
-    echo "== moonep_gpu_bench: skipped (this build's moonep_gpu_bench has no --csv option yet)"
-  else
-    echo "== moonep_gpu_bench"
-    run_logged "$out/moonep_gpu_bench.log" "$gpu_bench" --csv "$csv" $smoke
-  fi
+  echo "== moonep_gpu_bench"
+  rc=0
+  run_logged "$out/moonep_gpu_bench.log" "$gpu_bench" --csv "$csv" $smoke || rc=$?
+  [ "$rc" -eq 0 ] || echo "== moonep_gpu_bench: skipped (no usable GPU here)"
 else
   echo "== moonep_gpu_bench: not in this build (no CUDA)"
 fi

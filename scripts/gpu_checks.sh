@@ -42,9 +42,12 @@ else
   SUMMARY+=("$(printf '%-22s %-14s' sanitizer 'not installed')")
 fi
 
-step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500
+step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --csv "$LOGS/gpu_sweeps.csv"
 if [ -x "$HERE/bin/moonep-plan" ]; then
-  step moonep-plan 30 "$HERE/bin/moonep-plan" --help
+  # The default backend on a GPU machine is cuda; its summary must balance.
+  step moonep-plan 60 "$HERE/bin/moonep-plan" --steps 50
+  grep -q "backend cuda" "$LOGS/moonep-plan.log" && grep -q -- "-> 1.00" "$LOGS/moonep-plan.log" ||
+    SUMMARY+=("$(printf '%-22s %-14s' moonep-plan-default 'FAIL(not cuda or unbalanced)')")
 fi
 
 echo
