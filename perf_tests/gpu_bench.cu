@@ -6,9 +6,10 @@
 // reference planner.
 // Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke]
 //   steps        launches timed per figure (default 500)
-//   --csv FILE   also append one row per configuration (backend cuda, world
-//                virtual; the floor as backend empty_launch) to FILE in the
-//                common perf_tests format (csv_report.hpp)
+//   --csv FILE   also append one row per configuration at the default
+//                blocks_per_rank (backend cuda, world virtual; the floor as
+//                backend empty_launch) to FILE in the common perf_tests
+//                format (csv_report.hpp)
 //   --smoke      two small configurations, 20 steps, no phase trace
 #include <cuda_runtime_api.h>
 
@@ -70,6 +71,7 @@ double graph_us(cudaStream_t s, int per_graph, int replays, F&& launch) {
 
 struct Row {
   moonep::Config cfg;
+  int requested_bpr = 0;  // blocks_per_rank asked for (bpr: after lowering)
   std::string config;
   int bpr = 0;
   bool correct = false;
@@ -242,7 +244,10 @@ int main(int argc, char** argv) {
       trace(head, 32);
       trace(head, 16);
     }
-    for (const auto& c : smoke ? smoke_configs : full_configs) rows.push_back(bench(c.first, c.second, steps));
+    for (const auto& c : smoke ? smoke_configs : full_configs) {
+      rows.push_back(bench(c.first, c.second, steps));
+      rows.back().requested_bpr = c.second;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
     return 1;
@@ -264,6 +269,9 @@ int main(int argc, char** argv) {
     try {
       const moonep::perf::CsvReport report(csv, prop.name);
       for (const auto& r : rows) {
+        // The CSV has no blocks-per-rank column: keep the API default's rows
+        // (the smoke configurations use their only setting).
+        if (!smoke && r.requested_bpr != moonep::cuda::Options().blocks_per_rank) continue;
         const double entries = static_cast<double>(r.cfg.ranks) * static_cast<double>(r.cfg.entries());
         moonep::perf::CsvRow row;
         row.world = "virtual";
