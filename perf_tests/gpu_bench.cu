@@ -186,17 +186,6 @@ void trace(const moonep::Config& c, int bpr) {
   cudaFree(d_trace);
 }
 
-moonep::Config config(int R, int E, int K, int S, int B, int tp) {
-  moonep::Config c;
-  c.ranks = R;
-  c.experts = E;
-  c.topk = K;
-  c.tokens = S;
-  c.copy_slots = B;
-  c.token_padding = tp;
-  return c;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,18 +214,18 @@ int main(int argc, char** argv) {
   ok(cudaGetDeviceProperties(&prop, dev), "props");
   std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps\n", prop.name,
               prop.multiProcessorCount, steps);
-  const moonep::Config head = config(8, 256, 8, 4096, 32, 128);
+  const moonep::Config head = moonep::Config{8, 256, 8, 4096, 32, 128};
   const std::vector<std::pair<moonep::Config, int>> smoke_configs = {
-      {config(2, 16, 2, 256, 2, 8), 4}, {config(4, 64, 4, 512, 4, 16), 8}};
+      {moonep::Config{2, 16, 2, 256, 2, 8}, 4}, {moonep::Config{4, 64, 4, 512, 4, 16}, 8}};
   const std::vector<std::pair<moonep::Config, int>> full_configs = {
       {head, 32}, {head, 16}, {head, 8},
-      {config(8, 256, 8, 8192, 32, 128), 32},
-      {config(8, 256, 8, 8192, 32, 128), 16},
-      {config(8, 1024, 8, 4096, 32, 128), 32},
-      {config(8, 1024, 8, 4096, 32, 128), 16},
-      {config(16, 256, 8, 4096, 32, 128), 32},
-      {config(16, 256, 8, 4096, 32, 128), 16},
-      {config(4, 256, 8, 4096, 32, 128), 32},
+      {moonep::Config{8, 256, 8, 8192, 32, 128}, 32},
+      {moonep::Config{8, 256, 8, 8192, 32, 128}, 16},
+      {moonep::Config{8, 1024, 8, 4096, 32, 128}, 32},
+      {moonep::Config{8, 1024, 8, 4096, 32, 128}, 16},
+      {moonep::Config{16, 256, 8, 4096, 32, 128}, 32},
+      {moonep::Config{16, 256, 8, 4096, 32, 128}, 16},
+      {moonep::Config{4, 256, 8, 4096, 32, 128}, 32},
   };
   std::vector<Row> rows;
   try {

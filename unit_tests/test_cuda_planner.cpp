@@ -124,27 +124,16 @@ void require_matches_reference(const Config& c, const Routing& routing, int bpr,
   REQUIRE(moonep::plan_difference(gpu, ref) == "");
 }
 
-Config make_config(int R, int E, int K, int S, int B, int tp) {
-  Config c;
-  c.ranks = R;
-  c.experts = E;
-  c.topk = K;
-  c.tokens = S;
-  c.copy_slots = B;
-  c.token_padding = tp;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("cuda planner matches the reference on small hand-picked shapes", "[cuda][sanitize]") {
   struct Case { Config c; Shape shape; int bpr; };
   const std::vector<Case> cases = {
-      {make_config(2, 8, 2, 16, 2, 4), Shape::skew, 4},
-      {make_config(3, 12, 4, 33, 3, 1), Shape::repeats, 2},
-      {make_config(4, 8, 3, 20, 5, 2), Shape::one_expert, 1},
-      {make_config(2, 4, 4, 9, 1, 3), Shape::same_expert_k_times, 3},
-      {make_config(1, 4, 2, 7, 2, 2), Shape::uniform, 2},
+      {Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4},
+      {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2},
+      {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1},
+      {Config{2, 4, 4, 9, 1, 3}, Shape::same_expert_k_times, 3},
+      {Config{1, 4, 2, 7, 2, 2}, Shape::uniform, 2},
   };
   for (const auto& k : cases) {
     require_matches_reference(k.c, make_routing(k.c, k.shape, 7), k.bpr, name(k.shape));
@@ -153,7 +142,7 @@ TEST_CASE("cuda planner matches the reference on small hand-picked shapes", "[cu
 
 TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays usable",
           "[cuda][sanitize]") {
-  const Config c = make_config(3, 12, 4, 40, 2, 4);
+  const Config c = Config{3, 12, 4, 40, 2, 4};
   moonep::cuda::Options opt;
   opt.blocks_per_rank = 4;
   moonep::cuda::Planner planner(c, opt);
@@ -178,7 +167,7 @@ TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays 
 }
 
 TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
-  const Config c = make_config(2, 8, 2, 30, 2, 2);
+  const Config c = Config{2, 8, 2, 30, 2, 2};
   const Routing routing = make_routing(c, Shape::skew, 5);
   moonep::TokensPerExpert tpe = moonep::count_tokens_per_expert(c, routing);
   moonep::cuda::Options opt;
@@ -201,18 +190,18 @@ TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
 TEST_CASE("cuda planner matches the reference on the spec's corner cases", "[cuda]") {
   struct Case { Config c; Shape shape; const char* why; };
   const std::vector<Case> cases = {
-      {make_config(8, 256, 8, 4096, 32, 128), Shape::skew, "headline"},
-      {make_config(8, 64, 8, 512, 200, 8), Shape::heavy, "B larger than remote experts"},
-      {make_config(4, 64, 6, 300, 4, 1), Shape::skew, "tp = 1"},
-      {make_config(5, 20, 3, 1, 2, 4), Shape::repeats, "S = 1"},
-      {make_config(6, 48, 1, 700, 3, 16), Shape::heavy, "K = 1"},
-      {make_config(8, 8, 4, 333, 2, 8), Shape::skew, "E = R"},
-      {make_config(16, 16, 32, 64, 1, 2), Shape::repeats, "E = R, K = 32"},
-      {make_config(8, 256, 8, 1024, 8, 16), Shape::one_expert, "all entries on one expert"},
-      {make_config(4, 32, 8, 512, 4, 8), Shape::same_expert_k_times, "a token names one expert K times"},
-      {make_config(16, 1024, 8, 2048, 32, 128), Shape::skew, "E = 1024"},
-      {make_config(2, 16, 32, 16384, 4, 64), Shape::heavy, "S = 16384, K = 32"},
-      {make_config(8, 64, 8, 1000, 4, 32), Shape::owner_zero, "everything on rank 0's experts"},
+      {Config{8, 256, 8, 4096, 32, 128}, Shape::skew, "headline"},
+      {Config{8, 64, 8, 512, 200, 8}, Shape::heavy, "B larger than remote experts"},
+      {Config{4, 64, 6, 300, 4, 1}, Shape::skew, "tp = 1"},
+      {Config{5, 20, 3, 1, 2, 4}, Shape::repeats, "S = 1"},
+      {Config{6, 48, 1, 700, 3, 16}, Shape::heavy, "K = 1"},
+      {Config{8, 8, 4, 333, 2, 8}, Shape::skew, "E = R"},
+      {Config{16, 16, 32, 64, 1, 2}, Shape::repeats, "E = R, K = 32"},
+      {Config{8, 256, 8, 1024, 8, 16}, Shape::one_expert, "all entries on one expert"},
+      {Config{4, 32, 8, 512, 4, 8}, Shape::same_expert_k_times, "a token names one expert K times"},
+      {Config{16, 1024, 8, 2048, 32, 128}, Shape::skew, "E = 1024"},
+      {Config{2, 16, 32, 16384, 4, 64}, Shape::heavy, "S = 16384, K = 32"},
+      {Config{8, 64, 8, 1000, 4, 32}, Shape::owner_zero, "everything on rank 0's experts"},
   };
   for (const auto& k : cases) {
     for (int bpr : {32, 5}) require_matches_reference(k.c, make_routing(k.c, k.shape, 11), bpr, k.why);
@@ -233,7 +222,7 @@ TEST_CASE("cuda planner matches the reference on a randomized sweep", "[cuda]") 
     const int K = pick(0, 3) == 0 ? pick(1, 32) : pick(1, 8);
     const int S = std::max(1, (1 << pick(0, 14)) - pick(0, 3));
     if (static_cast<int64_t>(R) * S * K > (1 << 20)) continue;
-    const Config c = make_config(R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]);
+    const Config c{R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]};
     const Shape shape = shapes[pick(0, 6)];
     const int bpr = pick(0, 2) == 0 ? pick(1, 8) : 32;
     require_matches_reference(c, make_routing(c, shape, rng()), bpr, name(shape));
@@ -243,7 +232,7 @@ TEST_CASE("cuda planner matches the reference on a randomized sweep", "[cuda]") 
 }
 
 TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference plan", "[cuda]") {
-  const Config c = make_config(8, 128, 8, 2048, 16, 64);
+  const Config c = Config{8, 128, 8, 2048, 16, 64};
   moonep::cuda::Planner planner(c);
   const Routing a = make_routing(c, Shape::skew, 1);
   const Routing b = make_routing(c, Shape::heavy, 2);
@@ -264,7 +253,7 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
 TEST_CASE("cuda backend through the registry", "[cuda]") {
   std::string why;
   REQUIRE(moonep::backend_available(moonep::Backend::cuda, &why));
-  const Config c = make_config(4, 32, 4, 256, 4, 8);
+  const Config c = Config{4, 32, 4, 256, 4, 8};
   const Routing routing = make_routing(c, Shape::skew, 9);
   auto planner = moonep::make_host_planner(moonep::Backend::cuda, c);
   REQUIRE(planner->backend() == moonep::Backend::cuda);
