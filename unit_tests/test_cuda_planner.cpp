@@ -23,6 +23,7 @@ namespace {
 
 using moonep::Config;
 using moonep::Routing;
+using moonep::cuda::Kernel;
 
 void cuda_ok(cudaError_t err) {
   if (err != cudaSuccess) FAIL(std::string("CUDA: ") + cudaGetErrorString(err));
@@ -112,16 +113,24 @@ Routing make_routing(const Config& c, Shape shape, uint64_t seed) {
   return r;
 }
 
-// Plans with the GPU and the reference and requires identical plans.
+// Plans with the GPU and the reference and requires identical plans, with
+// the kernel the planner picks (the replicated one wherever it fits) and
+// again with the rank-0 kernel forced, so both kernels see every case.
 void require_matches_reference(const Config& c, const Routing& routing, int bpr, const std::string& what) {
-  INFO(what << " " << moonep::describe(c) << " blocks_per_rank=" << bpr);
-  moonep::cuda::Options opt;
-  opt.blocks_per_rank = bpr;
-  moonep::cuda::Planner planner(c, opt);
-  DeviceRouting dr(c, routing);
-  const moonep::HostPlan gpu = plan_on_gpu(planner, dr);
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
-  REQUIRE(moonep::plan_difference(gpu, ref) == "");
+  DeviceRouting dr(c, routing);
+  for (const Kernel kernel : {Kernel::automatic, Kernel::rank0_tables}) {
+    moonep::cuda::Options opt;
+    opt.blocks_per_rank = bpr;
+    opt.kernel = kernel;
+    moonep::cuda::Planner planner(c, opt);
+    INFO(what << " " << moonep::describe(c) << " blocks_per_rank=" << bpr << " kernel "
+              << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
+              << planner.blocks_per_rank());
+    REQUIRE(planner.kernel() != Kernel::automatic);
+    const moonep::HostPlan gpu = plan_on_gpu(planner, dr);
+    REQUIRE(moonep::plan_difference(gpu, ref) == "");
+  }
 }
 
 }  // namespace
@@ -143,9 +152,13 @@ TEST_CASE("cuda planner matches the reference on small hand-picked shapes", "[cu
 TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays usable",
           "[cuda][sanitize]") {
   const Config c = Config{3, 12, 4, 40, 2, 4};
+  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Options opt;
   opt.blocks_per_rank = 4;
+  opt.kernel = kernel;
   moonep::cuda::Planner planner(c, opt);
+  REQUIRE(planner.kernel() == kernel);
   const Routing good = make_routing(c, Shape::skew, 3);
   DeviceRouting dr(c, good);
   dr.set(2, 17, 300);
@@ -170,9 +183,13 @@ TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
   const Config c = Config{2, 8, 2, 30, 2, 2};
   const Routing routing = make_routing(c, Shape::skew, 5);
   moonep::TokensPerExpert tpe = moonep::count_tokens_per_expert(c, routing);
+  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Options opt;
   opt.blocks_per_rank = 3;
+  opt.kernel = kernel;
   moonep::cuda::Planner planner(c, opt);
+  REQUIRE(planner.kernel() == kernel);
   {
     DeviceRouting dr(c, routing, &tpe);
     REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(c, routing)) == "");
@@ -233,7 +250,11 @@ TEST_CASE("cuda planner matches the reference on a randomized sweep", "[cuda]") 
 
 TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference plan", "[cuda]") {
   const Config c = Config{8, 128, 8, 2048, 16, 64};
-  moonep::cuda::Planner planner(c);
+  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  INFO("kernel " << moonep::cuda::kernel_name(kernel));
+  moonep::cuda::Options opt;
+  opt.kernel = kernel;
+  moonep::cuda::Planner planner(c, opt);
   const Routing a = make_routing(c, Shape::skew, 1);
   const Routing b = make_routing(c, Shape::heavy, 2);
   const moonep::HostPlan ref_a = moonep::plan_reference(c, a), ref_b = moonep::plan_reference(c, b);
@@ -248,6 +269,36 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
     REQUIRE(moonep::plan_difference(got, step % 2 ? ref_b : ref_a) == "");
   }
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, da), first) == "");
+}
+
+TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 kernel elsewhere",
+          "[cuda]") {
+  // The headline shape: the replicated kernel, at the blocks asked for.
+  const Config head{8, 256, 8, 4096, 32, 128};
+  {
+    moonep::cuda::Planner planner(head);
+    REQUIRE(planner.kernel() == Kernel::replicated);
+    REQUIRE(planner.blocks_per_rank() == 32);
+    REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "replicated");
+  }
+  // Tables of (2R + 5) * E words, here about 570 KB: no block holds them.
+  const Config wide{32, 2048, 2, 64, 2, 4};
+  moonep::cuda::Planner planner(wide);
+  REQUIRE(planner.kernel() == Kernel::rank0_tables);
+  const Routing routing = make_routing(wide, Shape::skew, 4);
+  DeviceRouting dr(wide, routing);
+  REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
+  moonep::cuda::Options forced;
+  forced.kernel = Kernel::replicated;
+  std::string message;
+  try {
+    moonep::cuda::Planner refused(wide, forced);
+  } catch (const moonep::RuntimeError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  REQUIRE(message.find("the replicated kernel cannot run") != std::string::npos);
+  REQUIRE(message.find("bytes of shared memory per block") != std::string::npos);
 }
 
 TEST_CASE("cuda backend through the registry", "[cuda]") {

@@ -35,11 +35,25 @@
 
 namespace moonep::cuda {
 
+// Which planning kernel runs a step (both give identical plans):
+// - replicated: every block computes the whole plan (steps 1-5) in its own
+//   shared memory after one barrier over all blocks. The fast path; needs
+//   the tables (about (2R + 5) * E words) and the block's entries in shared
+//   memory.
+// - rank0_tables: rank 0 plans and publishes the tables, the other ranks
+//   wait for them. Covers every shape the device can hold.
+// automatic picks replicated whenever it fits (Planner::kernel() tells).
+enum class Kernel { automatic, replicated, rank0_tables };
+const char* kernel_name(Kernel k);  // "replicated", "rank0_tables", "automatic"
+
 struct Options {
   // Blocks of the cooperative launch per rank. With virtual ranks the
   // planner lowers it when R*blocks_per_rank blocks cannot all be resident
   // on the GPU at once (see Planner::blocks_per_rank()).
   int blocks_per_rank = 32;
+  // Planning kernel; forcing one that cannot run this shape throws
+  // RuntimeError from the constructor, naming the limit.
+  Kernel kernel = Kernel::automatic;
   // NVLink multicast broadcast. Must stay false in tests and benchmarks;
   // see the header comment. Ignored unless multicast_address is non-null.
   bool multicast = false;
@@ -102,6 +116,7 @@ class Planner {
 
   const Config& config() const;
   int blocks_per_rank() const;  // after any lowering for co-residency
+  Kernel kernel() const;        // the kernel chosen (never automatic)
   int threads_per_block() const;
   // Enqueues an empty cooperative launch of the same grid and block size:
   // the floor the planning step is measured against.

@@ -12,6 +12,7 @@
 namespace moonep::cuda {
 namespace impl {
 __global__ void plan_kernel(const __grid_constant__ KernelParams p);
+__global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
 __global__ void empty_kernel();
 }  // namespace impl
 
@@ -78,6 +79,8 @@ struct Planner::State {
   int device = 0;
   int bpr = 0;
   i64 smem = 0;
+  Kernel kernel = Kernel::rank0_tables;
+  const void* func = nullptr;
   impl::KernelParams params{};
   DeviceBuffer sym, loc, out, status;
   impl::DeviceStatus* host_status = nullptr;  // pinned
@@ -117,58 +120,99 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   const i64 NvS = config.slots(), N = config.entries();
   const i64 Gp = round4(E + B);
 
-  // Blocks per rank: all R*bpr blocks must be resident at once for the
-  // software barriers. Stage C2's lookup tables in shared memory when that
-  // still lets R*blocks_per_rank blocks be resident; otherwise lower bpr
-  // for virtual ranks (blocks_per_rank() reports what was used).
-  const int tile_tokens_max = std::max(1, impl::kTileEntries / K);
   // Any planner may launch with up to the device's opt-in maximum less the
   // kernel's static shared memory (a larger value is an invalid argument).
-  cudaFuncAttributes fattr{};
-  check_cuda(cudaFuncGetAttributes(&fattr, impl::plan_kernel), "cudaFuncGetAttributes");
-  const i64 max_dynamic = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
-  check_cuda(cudaFuncSetAttribute(impl::plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(max_dynamic)),
-             "cudaFuncSetAttribute");
   // The empty kernel (the floor, launch_empty) takes the same dynamic
   // shared memory: without the opt-in above 48 KiB its cooperative launch
   // fails ("too many blocks").
-  check_cuda(cudaFuncSetAttribute(impl::empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(max_dynamic)),
-             "cudaFuncSetAttribute");
-  auto resident_with = [&](i64 smem) {
+  auto max_dynamic_of = [&](const void* f) {
+    cudaFuncAttributes fattr{};
+    check_cuda(cudaFuncGetAttributes(&fattr, f), "cudaFuncGetAttributes");
+    const i64 m = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
+    check_cuda(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(m)),
+               "cudaFuncSetAttribute");
+    return m;
+  };
+  const void* const rank0_func = reinterpret_cast<const void*>(impl::plan_kernel);
+  const void* const repl_func = reinterpret_cast<const void*>(impl::replicated_plan_kernel);
+  const i64 max_rank0 = max_dynamic_of(rank0_func), max_repl = max_dynamic_of(repl_func);
+  max_dynamic_of(reinterpret_cast<const void*>(impl::empty_kernel));
+  // Blocks co-resident on the whole GPU for a kernel and its shared memory:
+  // all R*bpr blocks must be, for the software barriers.
+  auto resident_with = [&](const void* f, i64 smem) {
     int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl::plan_kernel, impl::kThreads,
-                                                             static_cast<size_t>(smem)),
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, impl::kThreads, static_cast<size_t>(smem)),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     return static_cast<i64>(per_sm) * prop.multiProcessorCount;
   };
-  bool stage = (static_cast<i64>(E) * R) % 4 == 0;
-  if (stage) {
-    const i64 smem = impl::shared_bytes(R, E, B, tile_tokens_max, true);
-    stage = smem <= max_dynamic &&
-            static_cast<i64>(R) * options.blocks_per_rank <= resident_with(smem);
+
+  // The replicated kernel, at the largest blocks_per_rank <= the one asked
+  // for whose blocks (fewer blocks: more entries each, more shared memory)
+  // fit and are co-resident.
+  int repl_bpr = 0;
+  i64 repl_smem = 0;
+  if (options.kernel != Kernel::rank0_tables) {
+    for (int bpr = options.blocks_per_rank; bpr >= 1 && repl_bpr == 0; --bpr) {
+      const int block_tokens = static_cast<int>((S + bpr - 1) / bpr);
+      const i64 smem = impl::replicated_shared_bytes(R, E, B, K, block_tokens);
+      if (smem > max_repl) break;  // fewer blocks only need more
+      if (static_cast<i64>(R) * bpr <= resident_with(repl_func, smem)) {
+        repl_bpr = bpr;
+        repl_smem = smem;
+      }
+    }
+    if (repl_bpr == 0 && options.kernel == Kernel::replicated) {
+      std::ostringstream m;
+      m << "moonep::cuda::Planner: the replicated kernel cannot run " << describe(config) << ": it needs "
+        << impl::replicated_shared_bytes(R, E, B, K, S) << " bytes of shared memory per block at one block "
+        << "per rank (" << impl::replicated_shared_bytes(R, E, B, K, (S + options.blocks_per_rank - 1) /
+                                                                        options.blocks_per_rank)
+        << " at " << options.blocks_per_rank << "), the device allows " << max_repl
+        << " with every block co-resident; use Kernel::automatic or Kernel::rank0_tables";
+      throw RuntimeError(m.str());
+    }
   }
-  s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, stage);
-  if (s.smem > max_dynamic) {
-    std::ostringstream m;
-    m << "moonep::cuda::Planner: " << describe(config) << " needs " << s.smem
-      << " bytes of shared memory per block, the device allows " << max_dynamic
-      << " (experts too many for one block)";
-    throw RuntimeError(m.str());
+  const int tile_tokens_max = std::max(1, impl::kTileEntries / K);
+  int tile_tokens = 1, nworkers = 1;
+  if (repl_bpr > 0) {
+    s.kernel = Kernel::replicated;
+    s.func = repl_func;
+    s.bpr = repl_bpr;
+    s.smem = repl_smem;
+    nworkers = s.bpr;
+  } else {
+    // Rank-0 kernel: stage C2's lookup tables in shared memory when that
+    // still lets R*blocks_per_rank blocks be resident; otherwise lower bpr
+    // (blocks_per_rank() reports what was used).
+    s.kernel = Kernel::rank0_tables;
+    s.func = rank0_func;
+    bool stage = (static_cast<i64>(E) * R) % 4 == 0;
+    if (stage) {
+      const i64 smem = impl::shared_bytes(R, E, B, tile_tokens_max, true);
+      stage = smem <= max_rank0 &&
+              static_cast<i64>(R) * options.blocks_per_rank <= resident_with(rank0_func, smem);
+    }
+    s.smem = impl::shared_bytes(R, E, B, tile_tokens_max, stage);
+    if (s.smem > max_rank0) {
+      std::ostringstream m;
+      m << "moonep::cuda::Planner: " << describe(config) << " needs " << s.smem
+        << " bytes of shared memory per block, the device allows " << max_rank0
+        << " (experts too many for one block)";
+      throw RuntimeError(m.str());
+    }
+    const i64 resident = resident_with(rank0_func, s.smem);
+    s.bpr = options.blocks_per_rank;
+    if (static_cast<i64>(R) * s.bpr > resident) s.bpr = static_cast<int>(resident / R);
+    if (s.bpr < 1) {
+      std::ostringstream m;
+      m << "moonep::cuda::Planner: " << R << " virtual ranks need at least " << R
+        << " co-resident blocks, the device holds " << resident;
+      throw RuntimeError(m.str());
+    }
+    nworkers = s.bpr > 1 ? s.bpr - 1 : 1;
+    tile_tokens = static_cast<int>(std::max<i64>(1, std::min<i64>((S + nworkers - 1) / nworkers, tile_tokens_max)));
+    s.params.stage_tables = stage ? 1 : 0;
   }
-  const i64 resident = resident_with(s.smem);
-  s.bpr = options.blocks_per_rank;
-  if (static_cast<i64>(R) * s.bpr > resident) s.bpr = static_cast<int>(resident / R);
-  if (s.bpr < 1) {
-    std::ostringstream m;
-    m << "moonep::cuda::Planner: " << R << " virtual ranks need at least " << R
-      << " co-resident blocks, the device holds " << resident;
-    throw RuntimeError(m.str());
-  }
-  const int nworkers = s.bpr > 1 ? s.bpr - 1 : 1;
-  const int tile_tokens = static_cast<int>(
-      std::max<i64>(1, std::min<i64>((S + nworkers - 1) / nworkers, tile_tokens_max)));
 
   // Layouts.
   impl::KernelParams& p = s.params;
@@ -186,7 +230,9 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   Bump loc;
   p.loc.gbar = loc.take(32);
   p.loc.epoch = loc.take(32);
-  p.loc.hist = loc.take(static_cast<i64>(round4(nworkers)) * E);
+  // Per-block expert counts [E][blocks rounded to 4] (the rank-0 kernel
+  // uses nworkers <= bpr of the columns).
+  p.loc.hist = loc.take(round4(s.bpr) * E);
   p.loc.pos = loc.take(N);
   p.loc.alloc = loc.take(static_cast<i64>(E) * R);
   p.loc.cand = loc.take(2LL * E);
@@ -228,8 +274,8 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.rank_base = 0;
   p.groups = R;
   p.tile_tokens = tile_tokens;
+  p.block_tokens = static_cast<int>((S + s.bpr - 1) / s.bpr);
   p.sys_scope = 0;  // virtual ranks: one GPU
-  p.stage_tables = stage ? 1 : 0;
   p.trace = options.debug_trace;
   p.sym_base = s.sym.words();
   p.sym_stride = p.sym.words;
@@ -254,6 +300,16 @@ Planner::~Planner() = default;
 
 const Config& Planner::config() const { return s_->config; }
 int Planner::blocks_per_rank() const { return s_->bpr; }
+Kernel Planner::kernel() const { return s_->kernel; }
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::replicated: return "replicated";
+    case Kernel::rank0_tables: return "rank0_tables";
+    case Kernel::automatic: break;
+  }
+  return "automatic";
+}
 int Planner::threads_per_block() const { return impl::kThreads; }
 const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
@@ -287,7 +343,7 @@ void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const*
     s.last_tpe[r] = s.params.tpe[r];
   }
   void* args[] = {&s.params};
-  launch_cooperative(reinterpret_cast<const void*>(impl::plan_kernel), R * s.bpr, s.smem, args, stream);
+  launch_cooperative(s.func, R * s.bpr, s.smem, args, stream);
 }
 
 void Planner::launch_empty(cudaStream_t stream) {

@@ -43,106 +43,15 @@
 #include <climits>
 #include <cstdint>
 
-#include "plan_kernel.hpp"
+#include "kernel_common.cuh"
 #include "sync_primitives.cuh"
 
 namespace moonep::cuda::impl {
 namespace {
 
-using i64 = long long;
 
-struct Block {
-  const KernelParams& p;
-  int g, lb, rank, tid, lane, warp;
-  unsigned epoch;
-
-  __device__ std::int32_t* chunk(int r) const { return p.sym_base + r * p.sym_stride; }
-  __device__ std::int32_t* loc() const { return p.loc_base + g * p.loc_stride; }
-  // Rank 0's scratch (alloc, cand, ncand of steps 1-3, read by every
-  // rank's steps 4-5).
-  __device__ std::int32_t* loc0() const { return p.loc_base + (0 - p.rank_base) * p.loc_stride; }
-  __device__ std::int32_t* out() const { return p.out_base + g * p.out_stride; }
-  // Output buffer of rank r (virtual ranks: all in one allocation).
-  __device__ std::int32_t* out_of(int r) const { return p.out_base + (r - p.rank_base) * p.out_stride; }
-  // The one copy of the planning tables every rank reads (rank 0's chunk).
-  __device__ std::int32_t* tab() const { return chunk(0); }
-  // Gathered tokens_per_expert [R][E] of this step (parity of the epoch).
-  __device__ std::int32_t* tpe_all(unsigned step) const {
-    return chunk(0) + p.sym.tpe_all + static_cast<i64>(step & 1u) * p.sym.tpe_half;
-  }
-  __device__ unsigned* ctr(int r, int which) const {
-    return reinterpret_cast<unsigned*>(chunk(r) + p.sym.ctrl + which * kCtrlStride);
-  }
-};
-
-__device__ __forceinline__ void record(unsigned long long* word, int rank, i64 index) {
-  atomicMin(word, (static_cast<unsigned long long>(rank) << 32) |
-                      static_cast<unsigned long long>(static_cast<unsigned>(index)));
-}
-__device__ __forceinline__ void internal_error(const KernelParams& p) {
-  atomicOr(&p.status->internal, 1u);
-}
-
-__device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
-  if (p.trace && threadIdx.x == 0) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = t;
-  }
-}
-// SM clock stamps (kTracePoints-2: start, kTracePoints-1: end) so the
-// benchmark can report the clock the step ran at.
-__device__ __forceinline__ void trace_clock(const KernelParams& p, int k) {
-  if (p.trace && threadIdx.x == 0) {
-    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = clock64();
-  }
-}
-
-// ---- warp / block reductions ----------------------------------------------
-// Largest value, ties to the lowest index (idx INT_MAX = none): two
-// single-instruction warp reductions (sm_80+) instead of a shuffle ladder,
-// since steps 2-3 run these in a serial loop on the critical path.
-__device__ __forceinline__ void warp_argmax_low(int& v, int& i) {
-  const int m = __reduce_max_sync(0xffffffffu, v);
-  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
-  v = m;
-}
-// Smallest value, ties to the lowest index.
-__device__ __forceinline__ void warp_argmin_low(int& v, int& i) {
-  const int m = __reduce_min_sync(0xffffffffu, v);
-  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
-  v = m;
-}
-__device__ __forceinline__ int warp_sum(int v) { return __reduce_add_sync(0xffffffffu, v); }
-
-// Exclusive prefix over the block's threads (all threads must call).
-__device__ int block_exclusive_scan(int v, int* s_scan) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int incl = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += n;
-  }
-  if (lane == 31) s_scan[warp] = incl;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < kWarps ? s_scan[lane] : 0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += n;
-    }
-    if (lane < kWarps) s_scan[lane] = w;  // inclusive warp totals
-  }
-  __syncthreads();
-  const int before = warp > 0 ? s_scan[warp - 1] : 0;
-  __syncthreads();  // s_scan may be reused by the caller right away
-  return before + incl - v;
-}
-
-// C2's staged tables: eoff [R][E], acum [E][acum_stride] (odd row stride,
-// so that the binary searches of 32 random experts spread over the banks
-// instead of 8-way conflicts at R = 8), cum [E]; rounded to 16 bytes.
-__host__ __device__ inline int acum_stride(int R) { return R | 1; }
+// C2's staged tables: eoff [R][E], acum [E][acum_stride] (plan_kernel.hpp),
+// cum [E]; rounded to 16 bytes.
 __host__ __device__ inline std::int64_t staged_words(int R, int E) {
   return (static_cast<std::int64_t>(E) * acum_stride(R) + static_cast<std::int64_t>(E) * R + E + 3) & ~3LL;
 }
@@ -161,10 +70,6 @@ __host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int til
 }
 // key [E], count [E], scan scratch [kWarps].
 __host__ __device__ inline std::int64_t key_words(int E) { return 2LL * E + kWarps; }
-
-__device__ __forceinline__ int pad_to(int count, int tp) {
-  return count > 0 ? (count + tp - 1) / tp * tp : 0;
-}
 
 // ---- Phase B, steps 1-3 (block 0 of rank 0) -------------------------------
 __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
@@ -217,150 +122,21 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   __syncthreads();
   trace_point(p, 6);
 
-  // Step 2: rank-level moves (one warp; at most R iterations since every
-  // iteration fills one receiver for good).
-  if (b.warp == 0 && R <= 32) {
-    // Lane r holds rank r's balance in a register: each round is two warp
-    // reductions, no shared round trips (the loop is on the critical path).
-    const int r = b.lane;
-    int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
-    for (int it = 0; it < R; ++it) {
-      int sv = r < R ? bal : INT_MIN, si = r, dv = r < R ? bal : INT_MAX, di = r;
-      warp_argmax_low(sv, si);
-      warp_argmin_low(dv, di);
-      if (sv <= 0 || dv >= 0) break;
-      const int move = -dv;
-      if (r == si) bal -= move;
-      if (r == di) { bal = 0; from = si; quota = move; }
-    }
-    if (r < R) { s_from[r] = from; s_quota[r] = quota; }
-  } else if (b.warp == 0) {
-    for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
-    __syncwarp();
-    for (int it = 0; it < R; ++it) {
-      int sv = INT_MIN, si = INT_MAX, dv = INT_MAX, di = INT_MAX;
-      for (int r = b.lane; r < R; r += 32) {
-        const int v = s_bal[r];
-        if (v > sv) { sv = v; si = r; }
-        if (v < dv) { dv = v; di = r; }
-      }
-      warp_argmax_low(sv, si);
-      warp_argmin_low(dv, di);
-      if (sv <= 0 || dv >= 0) break;
-      if (b.lane == 0) {
-        const int move = -dv;
-        s_bal[si] -= move;
-        s_bal[di] = 0;
-        s_from[di] = si;
-        s_quota[di] = move;
-      }
-      __syncwarp();
-    }
-  }
+  // Step 2: rank-level moves (warp 0).
+  plan_rank_moves(b, s_load, s_bal, s_from, s_quota);
   __syncthreads();
   trace_point(p, 7);
 
-  // Step 3: expert split, one warp per owner h. Every (receiver, expert)
-  // pair is taken at most once (each take empties a quota or a remaining),
-  // so the pairs are the receiver's remote experts (step 4's candidates).
-  // Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
-  // and every index 7): quotas and remainders live in registers, lane l
-  // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
-  // one __reduce_max over (value << 7 | 127 - index), which picks the
-  // largest value and, among equals, the lowest index.
-  const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
-  for (int h = b.warp; h < R; h += kWarps) {
-    if (packed) {
-      int q[4], rm[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int t = b.lane + 32 * u;
-        q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
-        rm[u] = t < epn ? s_rem[h * epn + t] : 0;
-      }
-      for (int guard = 0; guard <= R + epn; ++guard) {
-        unsigned kq = 0, km = 0;
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const unsigned t = static_cast<unsigned>(b.lane + 32 * u);
-          if (q[u] > 0) kq = max(kq, (static_cast<unsigned>(q[u]) << 7) | (127u - t));
-          if (rm[u] > 0) km = max(km, (static_cast<unsigned>(rm[u]) << 7) | (127u - t));
-        }
-        kq = __reduce_max_sync(0xffffffffu, kq);
-        km = __reduce_max_sync(0xffffffffu, km);
-        if (kq == 0u || km == 0u) break;
-        const int qi = 127 - static_cast<int>(kq & 127u), mj = 127 - static_cast<int>(km & 127u);
-        const int take = min(static_cast<int>(kq >> 7), static_cast<int>(km >> 7));
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int t = b.lane + 32 * u;
-          if (t == qi) q[u] -= take;
-          if (t == mj) rm[u] -= take;
-        }
-        if (b.lane == 0) {
-          const int e = h * epn + mj;
-          alloc[static_cast<i64>(e) * R + qi] = take;
-          const int c = s_ncand[qi]++;
-          if (c < epn) {
-            cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
-            cand[(static_cast<i64>(qi) * epn + c) * 2 + 1] = take;
-          } else {
-            internal_error(p);
-          }
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int t = b.lane + 32 * u;
-        if (t < epn) s_rem[h * epn + t] = rm[u];
-      }
-      __syncwarp();
-    } else {
-    for (int guard = 0; guard <= R + epn; ++guard) {
-      int qv = 0, qi = INT_MAX;
-      for (int t = b.lane; t < R; t += 32) {
-        if (s_from[t] == h && s_quota[t] > qv) { qv = s_quota[t]; qi = t; }
-      }
-      warp_argmax_low(qv, qi);
-      if (qv <= 0) break;
-      int mv = 0, mj = INT_MAX;
-      for (int j = b.lane; j < epn; j += 32) {
-        const int v = s_rem[h * epn + j];
-        if (v > mv) { mv = v; mj = j; }
-      }
-      warp_argmax_low(mv, mj);
-      if (mv <= 0) break;
-      if (b.lane == 0) {
-        const int take = min(mv, qv);
-        const int e = h * epn + mj;
-        s_quota[qi] -= take;
-        s_rem[e] -= take;
-        alloc[static_cast<i64>(e) * R + qi] = take;
-        const int c = s_ncand[qi]++;
-        if (c < epn) {
-          cand[(static_cast<i64>(qi) * epn + c) * 2] = e;
-          cand[(static_cast<i64>(qi) * epn + c) * 2 + 1] = take;
-        } else {
-          internal_error(p);
-        }
-      }
-      __syncwarp();
-    }
-    }
-    for (int j = b.lane; j < epn; j += 32) {
-      const int e = h * epn + j;
-      alloc[static_cast<i64>(e) * R + h] = s_rem[e];
-    }
-    // remote_stats[h][1]: copies made of h's experts = sum over h's
-    // receivers of min(B, their remote experts).
-    int copies = 0;
-    for (int t = b.lane; t < R; t += 32) {
-      if (s_from[t] == h) copies += min(p.B, s_ncand[t]);
-    }
-    copies = warp_sum(copies);
-    if (b.lane == 0) b.out_of(h)[p.out.rs + 1] = copies;
-    __syncwarp();
-  }
+  // Step 3: expert split into rank 0's alloc and candidate lists.
+  plan_expert_split(
+      b, s_rem, s_from, s_quota, s_ncand,
+      [&](int e, int t, int c, int take) {
+        alloc[static_cast<i64>(e) * R + t] = take;
+        cand[(static_cast<i64>(t) * epn + c) * 2] = e;
+        cand[(static_cast<i64>(t) * epn + c) * 2 + 1] = take;
+      },
+      [&](int e, int h, int keep) { alloc[static_cast<i64>(e) * R + h] = keep; },
+      [&](int h, int copies) { b.out_of(h)[p.out.rs + 1] = copies; });
   __syncthreads();
   for (int t = b.tid; t < R; t += kThreads) ncand[t] = min(s_ncand[t], epn);
 }
@@ -477,30 +253,6 @@ __device__ void push_acum(const Block& b) {
 }
 
 // ---- C1: per-warp histograms and stable ranking ----------------------------
-struct Slice {
-  bool worker;
-  int w;          // worker index
-  i64 tok0, tok1; // tokens of this block
-  i64 ws0, ws1;   // entries of this warp
-};
-
-__device__ Slice slice_of(const Block& b) {
-  const KernelParams& p = b.p;
-  Slice s;
-  s.worker = p.bpr == 1 || b.lb > 0;
-  s.w = p.bpr == 1 ? 0 : b.lb - 1;
-  if (!s.worker) {
-    s.tok0 = s.tok1 = s.ws0 = s.ws1 = 0;
-    return s;
-  }
-  s.tok0 = static_cast<i64>(s.w) * p.S / p.nworkers;
-  s.tok1 = static_cast<i64>(s.w + 1) * p.S / p.nworkers;
-  const i64 e0 = s.tok0 * p.K, n = (s.tok1 - s.tok0) * p.K;
-  s.ws0 = e0 + n * b.warp / kWarps;
-  s.ws1 = e0 + n * (b.warp + 1) / kWarps;
-  return s;
-}
-
 // Pass 1 (rank = false) adds the warp's counts to its histogram row; pass 2
 // (rank = true) turns the row, now holding the warp's bases, into each
 // entry's index among the rank's entries of its expert (written to pos).
@@ -543,21 +295,6 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 }
 
 // ---- C2: destinations, src_info, dedup, dup structures ---------------------
-// A token's K (<= kRegK) destinations / dst values in registers: two 16-byte
-// shared loads when K == 8 instead of dependent scalar loads at stride K
-// words (8-way bank conflicts at K = 8). Slots k >= K read as -1.
-constexpr int kRegK = 8;
-__device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK]) {
-  if (K == kRegK) {
-    const int4 a = reinterpret_cast<const int4*>(row)[0], c = reinterpret_cast<const int4*>(row)[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = c.x; v[5] = c.y; v[6] = c.z; v[7] = c.w;
-  } else {
-#pragma unroll
-    for (int k = 0; k < kRegK; ++k) v[k] = k < K ? row[k] : -1;
-  }
-}
-
 // Two table stages: destinations (acum, cum; published right after step 3)
 // and offsets (eoff; after every rank's steps 4-5). Step 6a (destination
 // and offset within the (expert, destination) share), step 7 and the dup
@@ -690,82 +427,10 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     __syncthreads();
     trace_point(p, 13);
 
-    // Step 7 per token: later entries bound for a rank already used are
-    // stored as -dst-1; count the dup groups/loffs per destination.
-    if (K <= kRegK) {
-      // Registers; one shared atomic pair per primary (not per duplicate).
-      for (int tok = b.tid; tok < nt; tok += kThreads) {
-        const int base = tok * K;
-        int dd[kRegK];
-        load_token(s_d + base, K, dd);
-        unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
-#pragma unroll
-        for (int k = 1; k < kRegK; ++k) {
-          bool dup = false;
-#pragma unroll
-          for (int k2 = 0; k2 < k; ++k2) {
-            if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
-              dup = true;
-              mask |= 1u << k2;
-            }
-          }
-          if (dup) dups |= 1u << k;
-        }
-#pragma unroll
-        for (int k = 1; k < kRegK; ++k) {
-          if ((dups >> k) & 1u) s_dst[base + k] = -s_dst[base + k] - 1;
-        }
-#pragma unroll
-        for (int kp = 0; kp < kRegK - 1; ++kp) {
-          if ((mask >> kp) & 1u) {
-            int n = 0;
-#pragma unroll
-            for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
-            atomicAdd(&s_ng[dd[kp]], 1);
-            atomicAdd(&s_nl[dd[kp]], n);
-          }
-        }
-        s_mask[tok] = mask;
-      }
-    } else
-    for (int tok = b.tid; tok < nt; tok += kThreads) {
-      const int base = tok * K;
-      unsigned mask = 0;  // bit k: entry k is a primary with duplicates
-      for (int k = 1; k < K; ++k) {
-        const int d = s_d[base + k];
-        if (d < 0) continue;
-        int prim = -1;
-        for (int k2 = 0; k2 < k; ++k2) {
-          if (s_d[base + k2] == d) { prim = k2; break; }
-        }
-        if (prim < 0) continue;
-        s_dst[base + k] = -s_dst[base + k] - 1;
-        atomicAdd(&s_nl[d], 1);
-        if (!((mask >> prim) & 1u)) {
-          mask |= 1u << prim;
-          atomicAdd(&s_ng[d], 1);
-        }
-      }
-      s_mask[tok] = mask;
-    }
+    // Step 7 per token, then one dup-row reservation per destination.
+    step7_dedup(b, nt, s_d, s_dst, s_mask, s_ng, s_nl);
     __syncthreads();
-
-    // One reservation per destination for the whole tile (thread d for
-    // destination d). Only step 8 needs the atomics' results: they stay in
-    // registers and return while step 6b runs.
-    static_assert(kMaxGroups <= kThreads, "one destination per thread");
-    int res_g = 0, res_l = 0;
-    if (b.tid < R) {
-      const int ng = s_ng[b.tid], nl = s_nl[b.tid];
-      if (ng > 0) {
-        // The destination's dup_counts are the reservation counters.
-        int* cnt = b.out_of(b.tid) + p.out.dup_counts;
-        res_g = atomicAdd(cnt, ng);
-        res_l = atomicAdd(cnt + 1, nl);
-      }
-      s_ng[b.tid] = 0;
-      s_nl[b.tid] = 0;
-    }
+    const Reservation res = reserve_dup_rows(b, s_ng, s_nl);
     trace_point(p, 14);
 
     if (!have_offsets) {
@@ -808,71 +473,12 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       s_dst[li] = dup ? -v - 1 : v;
     }
     if (b.tid < R) {
-      s_gb[b.tid] = res_g;
-      s_lb[b.tid] = res_l;
+      s_gb[b.tid] = res.rows;
+      s_lb[b.tid] = res.loffs;
     }
     __syncthreads();
 
-    // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
-    // increasing k, written into the destination's chunk.
-    if (K <= kRegK) {
-      for (int tok = b.tid; tok < nt; tok += kThreads) {
-        const unsigned mask = s_mask[tok];
-        if (!mask) continue;
-        const int base = tok * K;
-        int dd[kRegK], vv[kRegK];
-        load_token(s_d + base, K, dd);
-        load_token(s_dst + base, K, vv);
-#pragma unroll
-        for (int kp = 0; kp < kRegK - 1; ++kp) {
-          if (!((mask >> kp) & 1u)) continue;
-          const int d = dd[kp];
-          int n = 0;
-#pragma unroll
-          for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == d ? 1 : 0;
-          const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-          const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-          if (row >= NvS || start + n > NvS) {
-            internal_error(p);
-            continue;
-          }
-          std::int32_t* dc = b.out_of(d);
-          dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = vv[kp] - d * NvS;
-          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
-          dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
-          int j = start;
-#pragma unroll
-          for (int k = kp + 1; k < kRegK; ++k) {
-            if (dd[k] == d) dc[p.out.dup_loffs + j++] = (-vv[k] - 1) - d * NvS;
-          }
-        }
-      }
-    } else
-    for (int tok = b.tid; tok < nt; tok += kThreads) {
-      const int base = tok * K;
-      unsigned mask = s_mask[tok];
-      while (mask) {
-        const int kp = __ffs(mask) - 1;
-        mask &= mask - 1u;
-        const int d = s_d[base + kp];
-        int n = 0;
-        for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
-        const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-        const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-        if (row >= NvS || start + n > NvS) {
-          internal_error(p);
-          continue;
-        }
-        std::int32_t* dc = b.out_of(d);
-        dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = s_dst[base + kp] - d * NvS;
-        dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
-        dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
-        int j = start;
-        for (int k = kp + 1; k < K; ++k) {
-          if (s_d[base + k] == d) dc[p.out.dup_loffs + j++] = (-s_dst[base + k] - 1) - d * NvS;
-        }
-      }
-    }
+    step8_rows(b, nt, s_d, s_dst, s_mask, s_gb, s_lb, s_ng, s_nl);
     for (int li = b.tid; li < ne; li += kThreads) out_dst[i0 + li] = s_dst[li];
     __syncthreads();
   }

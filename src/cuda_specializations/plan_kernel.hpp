@@ -64,7 +64,8 @@ struct KernelParams {
   int nworkers;    // blocks per rank that own entries (all but block 0 when bpr > 1)
   int rank_base;   // rank of group 0 of this launch
   int groups;      // ranks in this launch
-  int tile_tokens; // Phase C2 tokens per tile
+  int tile_tokens; // Phase C2 tokens per tile (rank-0 kernel)
+  int block_tokens;// most tokens a block owns (replicated kernel: ceil(S / bpr))
   int sys_scope;   // 1: ranks are separate GPUs (system-scope sync); 0: virtual ranks
   int stage_tables;// 1: C2 copies acum/eoff/cum into shared memory first
   std::int32_t* sym_base;
@@ -82,7 +83,13 @@ struct KernelParams {
   const std::int32_t* tpe[kMaxGroups];
 };
 
-// Dynamic shared memory the kernel needs for a problem (bytes).
-std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables);
+// Row stride of acum [E][stride] in shared memory: odd, so that lookups of
+// 32 random experts spread over the banks (8-way conflicts at R = 8 with
+// stride R).
+constexpr int acum_stride(int R) { return R | 1; }
+
+// Dynamic shared memory each kernel needs for a problem (bytes).
+std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables);     // plan_kernel
+std::int64_t replicated_shared_bytes(int R, int E, int B, int K, int block_tokens);   // replicated
 
 }  // namespace moonep::cuda::impl

@@ -1,0 +1,458 @@
+// Private: device code both planning kernels share (plan_kernel.cu, where
+// rank 0 plans and publishes tables, and replicated_plan_kernel.cu, where
+// every block plans for itself): the per-block view of the launch, error
+// recording, the debug trace, warp/block reductions, PLANNING.md steps 2-3
+// on shared arrays, and steps 7-8 (dedup) on a tile of tokens.
+// Included by .cu files only; everything has internal linkage.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "plan_kernel.hpp"
+
+namespace moonep::cuda::impl {
+namespace {
+
+using i64 = long long;
+
+struct Block {
+  const KernelParams& p;
+  int g, lb, rank, tid, lane, warp;
+  unsigned epoch;
+
+  __device__ std::int32_t* chunk(int r) const { return p.sym_base + r * p.sym_stride; }
+  __device__ std::int32_t* loc() const { return p.loc_base + g * p.loc_stride; }
+  // Rank 0's scratch (alloc, cand, ncand of steps 1-3, read by every
+  // rank's steps 4-5).
+  __device__ std::int32_t* loc0() const { return p.loc_base + (0 - p.rank_base) * p.loc_stride; }
+  __device__ std::int32_t* out() const { return p.out_base + g * p.out_stride; }
+  // Output buffer of rank r (virtual ranks: all in one allocation).
+  __device__ std::int32_t* out_of(int r) const { return p.out_base + (r - p.rank_base) * p.out_stride; }
+  // The one copy of the planning tables every rank reads (rank 0's chunk).
+  __device__ std::int32_t* tab() const { return chunk(0); }
+  // Gathered tokens_per_expert [R][E] of this step (parity of the epoch).
+  __device__ std::int32_t* tpe_all(unsigned step) const {
+    return chunk(0) + p.sym.tpe_all + static_cast<i64>(step & 1u) * p.sym.tpe_half;
+  }
+  __device__ unsigned* ctr(int r, int which) const {
+    return reinterpret_cast<unsigned*>(chunk(r) + p.sym.ctrl + which * kCtrlStride);
+  }
+};
+
+__device__ __forceinline__ void record(unsigned long long* word, int rank, i64 index) {
+  atomicMin(word, (static_cast<unsigned long long>(rank) << 32) |
+                      static_cast<unsigned long long>(static_cast<unsigned>(index)));
+}
+__device__ __forceinline__ void internal_error(const KernelParams& p) {
+  atomicOr(&p.status->internal, 1u);
+}
+
+__device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
+  if (p.trace && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = t;
+  }
+}
+// SM clock stamps (kTracePoints-2: start, kTracePoints-1: end) so the
+// benchmark can report the clock the step ran at.
+__device__ __forceinline__ void trace_clock(const KernelParams& p, int k) {
+  if (p.trace && threadIdx.x == 0) {
+    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = clock64();
+  }
+}
+
+// ---- warp / block reductions ----------------------------------------------
+// Largest value, ties to the lowest index (idx INT_MAX = none): two
+// single-instruction warp reductions (sm_80+) instead of a shuffle ladder,
+// since steps 2-3 run these in a serial loop on the critical path.
+__device__ __forceinline__ void warp_argmax_low(int& v, int& i) {
+  const int m = __reduce_max_sync(0xffffffffu, v);
+  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
+  v = m;
+}
+// Smallest value, ties to the lowest index.
+__device__ __forceinline__ void warp_argmin_low(int& v, int& i) {
+  const int m = __reduce_min_sync(0xffffffffu, v);
+  i = static_cast<int>(__reduce_min_sync(0xffffffffu, v == m ? static_cast<unsigned>(i) : 0xffffffffu));
+  v = m;
+}
+__device__ __forceinline__ int warp_sum(int v) { return __reduce_add_sync(0xffffffffu, v); }
+
+// Exclusive prefix over the block's threads (all threads must call).
+__device__ int block_exclusive_scan(int v, int* s_scan) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int incl = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += n;
+  }
+  if (lane == 31) s_scan[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < kWarps ? s_scan[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += n;
+    }
+    if (lane < kWarps) s_scan[lane] = w;  // inclusive warp totals
+  }
+  __syncthreads();
+  const int before = warp > 0 ? s_scan[warp - 1] : 0;
+  __syncthreads();  // s_scan may be reused by the caller right away
+  return before + incl - v;
+}
+
+
+__device__ __forceinline__ int pad_to(int count, int tp) {
+  return count > 0 ? (count + tp - 1) / tp * tp : 0;
+}
+
+// ---- Step 2: rank-level moves (warp 0 of the block) -----------------------
+// In: s_load [R]. Out: s_from[r] (donor of receiver r, -1: none) and
+// s_quota[r] (what r receives), both preset by the caller to -1 / 0.
+// s_bal [R] is scratch for R > 32. At most R iterations: each one fills a
+// receiver for good.
+__device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, int* s_from, int* s_quota) {
+  const KernelParams& p = b.p;
+  const int R = p.R;
+  if (b.warp != 0) return;
+  if (R <= 32) {
+    // Lane r holds rank r's balance in a register: each round is two warp
+    // reductions, no shared round trips (the loop is on the critical path).
+    const int r = b.lane;
+    int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
+    for (int it = 0; it < R; ++it) {
+      int sv = r < R ? bal : INT_MIN, si = r, dv = r < R ? bal : INT_MAX, di = r;
+      warp_argmax_low(sv, si);
+      warp_argmin_low(dv, di);
+      if (sv <= 0 || dv >= 0) break;
+      const int move = -dv;
+      if (r == si) bal -= move;
+      if (r == di) { bal = 0; from = si; quota = move; }
+    }
+    if (r < R) { s_from[r] = from; s_quota[r] = quota; }
+    return;
+  }
+  for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
+  __syncwarp();
+  for (int it = 0; it < R; ++it) {
+    int sv = INT_MIN, si = INT_MAX, dv = INT_MAX, di = INT_MAX;
+    for (int r = b.lane; r < R; r += 32) {
+      const int v = s_bal[r];
+      if (v > sv) { sv = v; si = r; }
+      if (v < dv) { dv = v; di = r; }
+    }
+    warp_argmax_low(sv, si);
+    warp_argmin_low(dv, di);
+    if (sv <= 0 || dv >= 0) break;
+    if (b.lane == 0) {
+      const int move = -dv;
+      s_bal[si] -= move;
+      s_bal[di] = 0;
+      s_from[di] = si;
+      s_quota[di] = move;
+    }
+    __syncwarp();
+  }
+}
+
+// ---- Step 3: expert split, one warp per owner h ---------------------------
+// In: s_rem [E] (totals; left holding what each owner keeps), s_from /
+// s_quota from step 2, s_ncand [R] zeroed. Every (receiver, expert) pair is
+// taken at most once (each take empties a quota or a remaining), so the
+// pairs are the receiver's remote experts (step 4's candidates).
+// Sinks: take(e, t, n) for alloc[t][e] = n (t != owner) and receiver t's
+// candidate number c; keep(e, h, n) for the owner's remainder;
+// copies(h, n) for remote_stats[h][1].
+// Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
+// and every index 7): quotas and remainders live in registers, lane l
+// holding receivers / local experts l, l+32, l+64, l+96; each argmax is
+// one __reduce_max over (value << 7 | 127 - index), which picks the
+// largest value and, among equals, the lowest index.
+template <class Take, class Keep, class Copies>
+__device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
+                                  Take take_sink, Keep keep, Copies copies_sink) {
+  const KernelParams& p = b.p;
+  const int R = p.R, epn = p.epn;
+  const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
+  auto add_cand = [&](int e, int t, int take) {
+    const int c = s_ncand[t]++;
+    if (c < epn) take_sink(e, t, c, take);
+    else internal_error(p);
+  };
+  for (int h = b.warp; h < R; h += kWarps) {
+    if (packed) {
+      int q[4], rm[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int t = b.lane + 32 * u;
+        q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
+        rm[u] = t < epn ? s_rem[h * epn + t] : 0;
+      }
+      for (int guard = 0; guard <= R + epn; ++guard) {
+        unsigned kq = 0, km = 0;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const unsigned t = static_cast<unsigned>(b.lane + 32 * u);
+          if (q[u] > 0) kq = max(kq, (static_cast<unsigned>(q[u]) << 7) | (127u - t));
+          if (rm[u] > 0) km = max(km, (static_cast<unsigned>(rm[u]) << 7) | (127u - t));
+        }
+        kq = __reduce_max_sync(0xffffffffu, kq);
+        km = __reduce_max_sync(0xffffffffu, km);
+        if (kq == 0u || km == 0u) break;
+        const int qi = 127 - static_cast<int>(kq & 127u), mj = 127 - static_cast<int>(km & 127u);
+        const int take = min(static_cast<int>(kq >> 7), static_cast<int>(km >> 7));
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int t = b.lane + 32 * u;
+          if (t == qi) q[u] -= take;
+          if (t == mj) rm[u] -= take;
+        }
+        if (b.lane == 0) add_cand(h * epn + mj, qi, take);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int t = b.lane + 32 * u;
+        if (t < epn) s_rem[h * epn + t] = rm[u];
+      }
+      __syncwarp();
+    } else {
+      for (int guard = 0; guard <= R + epn; ++guard) {
+        int qv = 0, qi = INT_MAX;
+        for (int t = b.lane; t < R; t += 32) {
+          if (s_from[t] == h && s_quota[t] > qv) { qv = s_quota[t]; qi = t; }
+        }
+        warp_argmax_low(qv, qi);
+        if (qv <= 0) break;
+        int mv = 0, mj = INT_MAX;
+        for (int j = b.lane; j < epn; j += 32) {
+          const int v = s_rem[h * epn + j];
+          if (v > mv) { mv = v; mj = j; }
+        }
+        warp_argmax_low(mv, mj);
+        if (mv <= 0) break;
+        if (b.lane == 0) {
+          const int take = min(mv, qv);
+          s_quota[qi] -= take;
+          s_rem[h * epn + mj] -= take;
+          add_cand(h * epn + mj, qi, take);
+        }
+        __syncwarp();
+      }
+    }
+    for (int j = b.lane; j < epn; j += 32) keep(h * epn + j, h, s_rem[h * epn + j]);
+    // remote_stats[h][1]: copies made of h's experts = sum over h's
+    // receivers of min(B, their remote experts).
+    int copies = 0;
+    for (int t = b.lane; t < R; t += 32) {
+      if (s_from[t] == h) copies += min(p.B, s_ncand[t]);
+    }
+    copies = warp_sum(copies);
+    if (b.lane == 0) copies_sink(h, copies);
+    __syncwarp();
+  }
+}
+
+// ---- C1 slices: which entries a block and each of its warps own -------------
+// The first bpr - nworkers blocks of a rank own none (they plan instead).
+struct Slice {
+  bool worker;
+  int w;          // worker index
+  i64 tok0, tok1; // tokens of this block
+  i64 ws0, ws1;   // entries of this warp
+};
+
+__device__ Slice slice_of(const Block& b) {
+  const KernelParams& p = b.p;
+  const int lead = p.bpr - p.nworkers;
+  Slice s;
+  s.worker = b.lb >= lead;
+  s.w = b.lb - lead;
+  if (!s.worker) {
+    s.tok0 = s.tok1 = s.ws0 = s.ws1 = 0;
+    return s;
+  }
+  s.tok0 = static_cast<i64>(s.w) * p.S / p.nworkers;
+  s.tok1 = static_cast<i64>(s.w + 1) * p.S / p.nworkers;
+  const i64 e0 = s.tok0 * p.K, n = (s.tok1 - s.tok0) * p.K;
+  s.ws0 = e0 + n * b.warp / kWarps;
+  s.ws1 = e0 + n * (b.warp + 1) / kWarps;
+  return s;
+}
+
+// ---- Steps 7-8 on a tile of nt tokens ---------------------------------------
+// A token's K (<= kRegK) destinations / dst values in registers: two 16-byte
+// shared loads when K == 8 instead of dependent scalar loads at stride K
+// words (8-way bank conflicts at K = 8). Slots k >= K read as -1. Rows must
+// be 16-byte aligned.
+constexpr int kRegK = 8;
+__device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK]) {
+  if (K == kRegK) {
+    const int4 a = reinterpret_cast<const int4*>(row)[0], c = reinterpret_cast<const int4*>(row)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = c.x; v[5] = c.y; v[6] = c.z; v[7] = c.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kRegK; ++k) v[k] = k < K ? row[k] : -1;
+  }
+}
+
+// Step 7 per token: s_d[t*K + k] is entry k's destination rank (-1: none),
+// s_x the value to flip. Later entries bound for a rank already used are
+// stored as -x-1; s_ng/s_nl [R] count dup groups / dup loffs per
+// destination; s_mask[t] bit k: entry k is a primary with duplicates.
+__device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
+                            int* s_nl) {
+  const int K = b.p.K;
+  if (K <= kRegK) {
+    // Registers; one shared atomic pair per primary (not per duplicate).
+    for (int tok = b.tid; tok < nt; tok += kThreads) {
+      const int base = tok * K;
+      int dd[kRegK];
+      load_token(s_d + base, K, dd);
+      unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
+#pragma unroll
+      for (int k = 1; k < kRegK; ++k) {
+        bool dup = false;
+#pragma unroll
+        for (int k2 = 0; k2 < k; ++k2) {
+          if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
+            dup = true;
+            mask |= 1u << k2;
+          }
+        }
+        if (dup) dups |= 1u << k;
+      }
+#pragma unroll
+      for (int k = 1; k < kRegK; ++k) {
+        if ((dups >> k) & 1u) s_x[base + k] = -s_x[base + k] - 1;
+      }
+#pragma unroll
+      for (int kp = 0; kp < kRegK - 1; ++kp) {
+        if ((mask >> kp) & 1u) {
+          int n = 0;
+#pragma unroll
+          for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
+          atomicAdd(&s_ng[dd[kp]], 1);
+          atomicAdd(&s_nl[dd[kp]], n);
+        }
+      }
+      s_mask[tok] = mask;
+    }
+    return;
+  }
+  for (int tok = b.tid; tok < nt; tok += kThreads) {
+    const int base = tok * K;
+    unsigned mask = 0;
+    for (int k = 1; k < K; ++k) {
+      const int d = s_d[base + k];
+      if (d < 0) continue;
+      int prim = -1;
+      for (int k2 = 0; k2 < k; ++k2) {
+        if (s_d[base + k2] == d) { prim = k2; break; }
+      }
+      if (prim < 0) continue;
+      s_x[base + k] = -s_x[base + k] - 1;
+      atomicAdd(&s_nl[d], 1);
+      if (!((mask >> prim) & 1u)) {
+        mask |= 1u << prim;
+        atomicAdd(&s_ng[d], 1);
+      }
+    }
+    s_mask[tok] = mask;
+  }
+}
+
+// One reservation per destination for the whole tile (thread d for
+// destination d) on the destination's dup_counts, which are the
+// reservation counters. Returns (rows, loffs) bases in registers (the
+// atomics' results are needed only by step 8) and re-zeroes s_ng / s_nl.
+struct Reservation { int rows = 0, loffs = 0; };
+__device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_ng, int* s_nl) {
+  static_assert(kMaxGroups <= kThreads, "one destination per thread");
+  Reservation res;
+  if (b.tid < b.p.R) {
+    const int ng = s_ng[b.tid], nl = s_nl[b.tid];
+    if (ng > 0) {
+      int* cnt = b.out_of(b.tid) + b.p.out.dup_counts;
+      res.rows = atomicAdd(cnt, ng);
+      res.loffs = atomicAdd(cnt + 1, nl);
+    }
+    s_ng[b.tid] = 0;
+    s_nl[b.tid] = 0;
+  }
+  return res;
+}
+
+// Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
+// increasing k, written into the destination's outputs. s_dst holds final
+// dst values (-dst-1 for duplicates); s_gb/s_lb the reservation bases;
+// s_ng/s_nl zero on entry.
+__device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_dst, const unsigned* s_mask,
+                           const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
+  const KernelParams& p = b.p;
+  const int K = p.K, NvS = p.NvS;
+  auto emit = [&](int d, int primary, int n, int row, int start) -> std::int32_t* {
+    if (row >= NvS || start + n > NvS) {
+      internal_error(p);
+      return nullptr;
+    }
+    std::int32_t* dc = b.out_of(d);
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = primary - d * NvS;
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
+    return dc + p.out.dup_loffs + start;
+  };
+  if (K <= kRegK) {
+    for (int tok = b.tid; tok < nt; tok += kThreads) {
+      const unsigned mask = s_mask[tok];
+      if (!mask) continue;
+      const int base = tok * K;
+      int dd[kRegK], vv[kRegK];
+      load_token(s_d + base, K, dd);
+      load_token(s_dst + base, K, vv);
+#pragma unroll
+      for (int kp = 0; kp < kRegK - 1; ++kp) {
+        if (!((mask >> kp) & 1u)) continue;
+        const int d = dd[kp];
+        int n = 0;
+#pragma unroll
+        for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == d ? 1 : 0;
+        const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+        const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+        std::int32_t* out = emit(d, vv[kp], n, row, start);
+        if (!out) continue;
+        int j = 0;
+#pragma unroll
+        for (int k = kp + 1; k < kRegK; ++k) {
+          if (dd[k] == d) out[j++] = (-vv[k] - 1) - d * NvS;
+        }
+      }
+    }
+    return;
+  }
+  for (int tok = b.tid; tok < nt; tok += kThreads) {
+    const int base = tok * K;
+    unsigned mask = s_mask[tok];
+    while (mask) {
+      const int kp = __ffs(mask) - 1;
+      mask &= mask - 1u;
+      const int d = s_d[base + kp];
+      int n = 0;
+      for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
+      const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+      const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+      std::int32_t* out = emit(d, s_dst[base + kp], n, row, start);
+      if (!out) continue;
+      int j = 0;
+      for (int k = kp + 1; k < K; ++k) {
+        if (s_d[base + k] == d) out[j++] = (-s_dst[base + k] - 1) - d * NvS;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moonep::cuda::impl

@@ -1,0 +1,52 @@
+// Private: the shared-memory layout of the replicated-planning kernel
+// (replicated_plan_kernel.cu), in int32 words. The host sizes the launch and
+// decides whether the kernel fits with the same function the kernel carves
+// its memory with. Plain C++ (constexpr, so device code may call it).
+#pragma once
+
+#include <cstdint>
+
+#include "plan_kernel.hpp"
+
+namespace moonep::cuda::impl {
+
+// Words per destination of the copy-slot bitmap.
+constexpr int mark_words(int E) { return (E + 31) / 32; }
+
+struct ReplicatedLayout {
+  std::int64_t ent, pos, sorted, dd, mask;  // per entry / token of the block
+  std::int64_t base, key, rem;              // per expert
+  std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
+  std::int64_t acum, cand, cslot, etc, mark;  // the plan's tables
+  std::int64_t small;                       // ten [R] arrays, then [kWarps] scan scratch
+  std::int64_t words;
+};
+
+// Every region starts on a 16-byte boundary (load_token's int4 loads).
+constexpr std::int64_t round_up4(std::int64_t n) { return n > 0 ? (n + 3) & ~3LL : 4; }
+
+constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int block_tokens) {
+  const std::int64_t ne = static_cast<std::int64_t>(block_tokens) * K, e = E;
+  const std::int64_t rows = R > kWarps ? R : kWarps;
+  ReplicatedLayout l{};
+  std::int64_t at = 0;
+  l.ent = at; at += round_up4(ne);
+  l.pos = at; at += round_up4(ne);
+  l.sorted = at; at += round_up4(ne);
+  l.dd = at; at += round_up4(ne);
+  l.mask = at; at += round_up4(block_tokens);
+  l.base = at; at += round_up4(e);
+  l.key = at; at += round_up4(e);
+  l.rem = at; at += round_up4(e);
+  l.hist = at; at += round_up4(rows * e);
+  l.acum = at; at += round_up4(e * acum_stride(R));
+  l.cand = at; at += round_up4(2 * e);
+  l.cslot = at; at += round_up4(e);
+  l.etc = at; at += round_up4(static_cast<std::int64_t>(R) * B);
+  l.mark = at; at += round_up4(static_cast<std::int64_t>(R) * mark_words(E));
+  l.small = at; at += 10 * round_up4(R) + kWarps;
+  l.words = round_up4(at);
+  return l;
+}
+
+}  // namespace moonep::cuda::impl

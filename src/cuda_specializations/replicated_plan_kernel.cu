@@ -1,0 +1,523 @@
+// The replicated-planning kernel: PLANNING.md steps 1-8 for R virtual ranks
+// on one GPU in one cooperative launch, with ONE cross-block barrier per
+// step. Every block of every rank owns a slice of its rank's tokens, and
+// every block computes the whole plan (steps 1-5, a few KB of tables) in
+// its own shared memory from the gathered counts, instead of rank 0
+// computing it and handing tables to the others (plan_kernel.cu). The
+// planning is redundant but short and local; what it removes is the serial
+// chain of hand-offs (counts -> rank 0 -> acum -> every rank's offsets ->
+// every block's staging) that dominated the rank-0 kernel's step.
+//
+// Per step, per block:
+//   A   prefill own share of the rank's src_info with -1 (block 0: zero the
+//       rank's dup_counts, the reservation counters others add to later);
+//       zero the shared tables.
+//   C1  one pass over the block's entries: per-warp histograms and each
+//       entry's rank among the warp's entries of its expert
+//       (__match_any_sync), kept in shared memory; block totals stored for
+//       later blocks' bases and added with atomics into the gathered
+//       tokens_per_expert (double-buffered by step parity); arrive at the
+//       one counter every block of every rank waits on. While waiting:
+//       fold the warp bases into the ranks and sort the block's entries
+//       by expert (slot key[e] + rank: a contiguous range per expert).
+//   B   after the barrier: load the gathered counts and the earlier blocks'
+//       totals (one round of independent loads), step 1 (cum, totals,
+//       load), step 2 (warp 0), step 3 (one warp per owner), acum, steps
+//       4-5 for every destination (one warp per destination). Block 0 of
+//       rank d stores d's cu_seqlens, zero-fill ranges, experts_to_copy and
+//       remote_stats.
+//   C2  every entry's destination and loff (binary search over acum, then
+//       the expert offsets: both already in shared memory), step 7 per
+//       token, one dup-row reservation per destination, src_info stores in
+//       expert order (consecutive words per (expert, destination) run),
+//       dst, step 8 rows. The kernel's end publishes everything.
+//
+// A bad expert id is recorded in DeviceStatus and skipped everywhere;
+// every block passes the one barrier, so a bad step never hangs, and the
+// next step starts clean. The host uses this kernel when its shared memory
+// (which grows with E*R and with the entries per block) fits and all
+// R*bpr blocks are co-resident; plan_kernel.cu covers every other shape.
+#include <climits>
+#include <cstdint>
+
+#include "kernel_common.cuh"
+#include "replicated_layout.hpp"
+#include "sync_primitives.cuh"
+
+namespace moonep::cuda::impl {
+namespace {
+
+// Shared memory of one block, carved as replicated_layout.hpp sizes it.
+struct Tables {
+  int* ent;       // [ne] expert of each entry (-1: bad id)
+  int* pos;       // [ne] rank among the block's entries of its expert; then dst
+  int* sorted;    // [ne] entries in expert order (-1: no entry)
+  int* dd;        // [ne] destination rank of each entry
+  unsigned* mask; // [nt] step 7 primaries with duplicates
+  int* base;      // [E] rank-wide index of the block's first entry of e
+  int* key;       // [E] block-local slot of the block's first entry of e
+  int* rem;       // [E] totals, then what each owner keeps
+  int* hist;      // [kWarps][E] per-warp counts (C1); then eoff [R][E]
+  int* acum;      // [E][acum_stride] alloc, then its prefix over ranks
+  int* cand;      // [R][epn][2] each receiver's (expert, count) takes
+  int* cslot;     // [R][epn] copy slot of each candidate (-1: not copied)
+  int* etc;       // [R][B] experts_to_copy
+  unsigned* mark; // [R][mark_words] experts picked into d's copy slots
+  int *load, *bal, *from, *quota, *ncand, *copies, *ng, *nl, *gb, *lb, *scan;
+};
+
+__device__ Tables carve(int* sm, const KernelParams& p) {
+  const ReplicatedLayout l = replicated_layout(p.R, p.E, p.B, p.K, p.block_tokens);
+  Tables t;
+  t.ent = sm + l.ent;
+  t.pos = sm + l.pos;
+  t.sorted = sm + l.sorted;
+  t.dd = sm + l.dd;
+  t.mask = reinterpret_cast<unsigned*>(sm + l.mask);
+  t.base = sm + l.base;
+  t.key = sm + l.key;
+  t.rem = sm + l.rem;
+  t.hist = sm + l.hist;
+  t.acum = sm + l.acum;
+  t.cand = sm + l.cand;
+  t.cslot = sm + l.cslot;
+  t.etc = sm + l.etc;
+  t.mark = reinterpret_cast<unsigned*>(sm + l.mark);
+  int* small = sm + l.small;
+  const int R4 = (p.R + 3) & ~3;
+  t.load = small;
+  t.bal = t.load + R4;
+  t.from = t.bal + R4;
+  t.quota = t.from + R4;
+  t.ncand = t.quota + R4;
+  t.copies = t.ncand + R4;
+  t.ng = t.copies + R4;
+  t.nl = t.ng + R4;
+  t.gb = t.nl + R4;
+  t.lb = t.gb + R4;
+  t.scan = t.lb + R4;
+  return t;
+}
+
+// alloc[d][e] from the prefix table.
+__device__ __forceinline__ int alloc_of(const Tables& t, int as, int e, int d) {
+  const int* a = t.acum + e * as;
+  return a[d] - (d > 0 ? a[d - 1] : 0);
+}
+
+// Step 4 and d's expert offsets, for destination d by one warp. Rank d's
+// non-empty groups are at most its own epn experts and its candidates (the
+// remote experts it took from its one donor), so the offsets follow from
+// those alone, in group order: own experts (groups d*epn..) and uncopied
+// candidates (groups at their expert ids, in the donor's range, before or
+// after d's) first, copy slots E+b last. Only (d, e) pairs with entries
+// need an offset; the full E+B walk of cu_seqlens is store_layout's, for
+// rank d only.
+__device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d) {
+  const KernelParams& p = b.p;
+  const int E = p.E, B = p.B, epn = p.epn, tp = p.tp, as = acum_stride(p.R);
+  const int mw = mark_words(E);
+  const int nc = min(t.ncand[d], epn);
+  const int* cd = t.cand + 2 * d * epn;
+  int* slot = t.cslot + d * epn;  // copy slot of each candidate, -1: not copied
+  // Step 4: the B largest remote counts, ties to the largest expert id; a
+  // candidate's slot is the number of candidates that beat it.
+  int uncopied = 0;  // padded entries of this lane's uncopied candidates
+  for (int i = b.lane; i < nc; i += 32) {
+    const int ce = cd[2 * i], cc = cd[2 * i + 1];
+    int beaten_by = 0;
+    for (int j = 0; j < nc; ++j) {
+      const int je = cd[2 * j], jc = cd[2 * j + 1];
+      beaten_by += (jc > cc || (jc == cc && je > ce)) ? 1 : 0;
+    }
+    if (beaten_by < B) {
+      t.etc[d * B + beaten_by] = ce;
+      atomicOr(&t.mark[d * mw + (ce >> 5)], 1u << (ce & 31));
+      slot[i] = beaten_by;
+    } else {
+      slot[i] = -1;
+      uncopied += pad_to(cc, tp);
+    }
+  }
+  // Own experts: padded counts, prefix in expert order.
+  int own = 0;
+  for (int j = b.lane; j < epn; j += 32) own += pad_to(alloc_of(t, as, d * epn + j, d), tp);
+  const int own_total = warp_sum(own), uncopied_total = warp_sum(uncopied);
+  __syncwarp();
+  const bool donor_first = nc > 0 && t.from[d] < d;  // the donor's groups come before d's own
+  int run = donor_first ? uncopied_total : 0;
+  for (int j0 = 0; j0 < epn; j0 += 32) {
+    const int j = j0 + b.lane;
+    const int v = j < epn ? pad_to(alloc_of(t, as, d * epn + j, d), tp) : 0;
+    int incl = v;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, incl, o);
+      if (b.lane >= o) incl += n;
+    }
+    if (j < epn) eoff[d * E + d * epn + j] = run + incl - v;
+    run += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  // Candidates: uncopied ones in expert order, copied ones in slot order.
+  for (int i = b.lane; i < nc; i += 32) {
+    const int ce = cd[2 * i], si = slot[i];
+    int at = si < 0 ? (donor_first ? 0 : own_total) : own_total + uncopied_total;
+    for (int j = 0; j < nc; ++j) {
+      const int sj = slot[j];
+      const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
+      if (before) at += pad_to(cd[2 * j + 1], tp);
+    }
+    eoff[d * E + ce] = at;
+  }
+}
+
+// Step 5 outputs of this block's rank d (block 0 only): cu_seqlens and the
+// zero-fill ranges over all E+B groups, each thread a contiguous run of
+// groups, one block-wide scan.
+__device__ void store_layout(const Block& b, const Tables& t) {
+  const KernelParams& p = b.p;
+  const int E = p.E, B = p.B, tp = p.tp, as = acum_stride(p.R), d = b.rank;
+  const unsigned* mark = t.mark + d * mark_words(E);
+  const int G = E + B, per = (G + kThreads - 1) / kThreads;
+  const int g0 = min(G, b.tid * per), g1 = min(G, g0 + per);
+  auto expert_of = [&](int g) {
+    if (g >= E) return t.etc[d * B + g - E];
+    return ((mark[g >> 5] >> (g & 31)) & 1u) ? -1 : g;
+  };
+  int sum = 0;
+  for (int g = g0; g < g1; ++g) {
+    const int ex = expert_of(g);
+    sum += ex >= 0 ? pad_to(alloc_of(t, as, ex, d), tp) : 0;
+  }
+  int start = block_exclusive_scan(sum, t.scan);
+  std::int32_t* od = b.out();
+  for (int g = g0; g < g1; ++g) {
+    const int ex = expert_of(g);
+    const int count = ex >= 0 ? alloc_of(t, as, ex, d) : 0;
+    const int padded = pad_to(count, tp);
+    od[p.out.cu + g] = start + padded;
+    const bool fill = count > 0 && padded > count;
+    od[p.out.zfr + 2 * g] = fill ? start + count : 0;
+    od[p.out.zfr + 2 * g + 1] = fill ? padded - count : 0;
+    start += padded;
+  }
+}
+
+}  // namespace
+
+__global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __grid_constant__ KernelParams p) {
+  extern __shared__ int4 smem4[];
+  int* sm = reinterpret_cast<int*>(smem4);
+  __shared__ unsigned s_epoch;
+  trace_clock(p, kTracePoints - 2);
+  const int g = blockIdx.x / p.bpr;
+  // Issued now, needed after C1: the load overlaps it.
+  const unsigned epoch_now =
+      threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(p.loc_base + g * p.loc_stride + p.loc.epoch) : 0u;
+  Block b{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
+          static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u};
+  const int R = p.R, E = p.E, K = p.K, B = p.B, epn = p.epn, NvS = p.NvS;
+  const int as = acum_stride(R), mw = mark_words(E);
+  const Tables t = carve(sm, p);
+  const Slice s = slice_of(b);  // nworkers == bpr: every block owns tokens
+  const i64 i0 = s.tok0 * K;
+  const int nt = static_cast<int>(s.tok1 - s.tok0), ne = nt * K;
+  const i64 t0 = static_cast<i64>(b.lb) * kThreads + b.tid, nthr = static_cast<i64>(p.bpr) * kThreads;
+  const bool sys = p.sys_scope != 0;
+  trace_point(p, 0);
+
+  // ---- A: housekeeping -----------------------------------------------------
+  // Other ranks write into this rank's src_info and reserve on its
+  // dup_counts only after the barrier, which is after this block's
+  // arrival (a release).
+  {
+    const i64 nvs4 = (NvS + 3) & ~3;
+    int4* si = reinterpret_cast<int4*>(b.out() + p.out.src_info);
+    for (i64 q = t0; q < nvs4 / 4; q += nthr) si[q] = make_int4(-1, -1, -1, -1);
+    if (b.lb == 0 && b.tid == 0) {
+      b.out()[p.out.dup_counts] = 0;
+      b.out()[p.out.dup_counts + 1] = 0;
+    }
+  }
+  for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
+  for (int i = b.tid; i < E * as; i += kThreads) t.acum[i] = 0;
+  for (int i = b.tid; i < R * mw; i += kThreads) t.mark[i] = 0u;
+  for (int i = b.tid; i < R * B; i += kThreads) t.etc[i] = -1;
+  for (int i = b.tid; i < ne; i += kThreads) t.sorted[i] = -1;
+  for (int r = b.tid; r < R; r += kThreads) {
+    t.load[r] = 0;
+    t.from[r] = -1;
+    t.quota[r] = 0;
+    t.ncand[r] = 0;
+    t.ng[r] = 0;
+    t.nl[r] = 0;
+  }
+  __syncthreads();
+
+  // ---- C1: histograms and ranks within each warp ------------------------------
+  {
+    const std::int32_t* topk = p.topk[b.g];
+    int* row = t.hist + b.warp * E;
+    const unsigned lt = (1u << b.lane) - 1u;
+    for (i64 base0 = s.ws0; base0 < s.ws1; base0 += 32 * kUnroll) {
+      int ev[kUnroll];  // loads first, so they are in flight together
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const i64 i = base0 + 32 * u + b.lane;
+        ev[u] = i < s.ws1 ? topk[i] : -1;
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const i64 base = base0 + 32 * u;
+        if (base >= s.ws1) break;
+        const i64 i = base + b.lane;
+        int e = ev[u];
+        if (i < s.ws1 && static_cast<unsigned>(e) >= static_cast<unsigned>(E)) {
+          record(&p.status->bad_entry, b.rank, i);
+          e = -1;
+        }
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        const int r = e >= 0 ? row[e] + __popc(peers & lt) : -1;
+        __syncwarp();
+        if (e >= 0 && b.lane == __ffs(peers) - 1) row[e] += __popc(peers);
+        if (i < s.ws1) {
+          t.ent[i - i0] = e;
+          t.pos[i - i0] = r;
+        }
+        __syncwarp();
+      }
+    }
+  }
+  if (b.tid == 0) s_epoch = epoch_now;
+  __syncthreads();
+  b.epoch = s_epoch;
+  const unsigned next = b.epoch + 1u;
+  trace_point(p, 1);
+
+  // Block totals: warp rows become exclusive warp bases; the block's count
+  // of e goes to the rank's hist[e][lb] (expert-major, rows of hs words:
+  // a later block reads its bases as a few 16-byte loads after the
+  // barrier) and into the gathered counts.
+  const int hs = (p.bpr + 3) & ~3;
+  {
+    std::int32_t* ghist = b.loc() + p.loc.hist + b.lb;
+    std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * E;
+    int mine = 0;
+    for (int e = b.tid; e < E; e += kThreads) {
+      int run = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        const int c = t.hist[w * E + e];
+        t.hist[w * E + e] = run;
+        run += c;
+      }
+      ghist[static_cast<i64>(e) * hs] = run;
+      if (run > 0) atomicAdd(tall + e, run);
+      t.key[e] = run;
+      mine += run;
+    }
+    // Sort keys: thread tid's experts (tid, tid+256, ...) take consecutive
+    // runs of slots, threads in order; any order works as long as each
+    // expert's entries are contiguous.
+    int slot = block_exclusive_scan(mine, t.scan);
+    for (int e = b.tid; e < E; e += kThreads) {
+      const int c = t.key[e];
+      t.key[e] = slot;
+      slot += c;
+    }
+  }
+  const unsigned all_blocks = static_cast<unsigned>(R) * static_cast<unsigned>(p.bpr);
+  unsigned* gather = b.ctr(0, kGather);
+  arrive_one(sys, gather);
+  trace_point(p, 2);
+
+  // While the others arrive: ranks within the block (warp base + rank
+  // within the warp), and the block's entries in expert order.
+  __syncthreads();
+  for (i64 i = s.ws0 + b.lane; i < s.ws1; i += 32) {
+    const int li = static_cast<int>(i - i0), e = t.ent[li];
+    if (e < 0) continue;
+    const int r = t.hist[b.warp * E + e] + t.pos[li];
+    t.pos[li] = r;
+    const int slot = t.key[e] + r;
+    if (slot < ne) t.sorted[slot] = li;
+    else internal_error(p);
+  }
+  if (b.rank == 0) {
+    // The other parity's gathered counts were last read in the step
+    // before (an earlier launch); zero them for the step after.
+    std::int32_t* other = b.tpe_all(next);
+    for (i64 i = t0; i < static_cast<i64>(R) * E; i += nthr) other[i] = 0;
+  }
+  wait_counter(sys, gather, all_blocks * next);
+  trace_point(p, 3);
+
+  // ---- B: the plan, in shared memory ---------------------------------------------
+  // Step 1, one expert per thread: cum of the ranks before this one, total,
+  // and this rank's count (checked against a given tokens_per_expert); the
+  // earlier blocks' totals give the block's base.
+  {
+    const std::int32_t* tall = b.tpe_all(b.epoch);
+    const std::int32_t* ghist = b.loc() + p.loc.hist;
+    const std::int32_t* given = b.lb == 0 ? p.tpe[b.g] : nullptr;
+    for (int e = b.tid; e < E; e += kThreads) {
+      int total = 0, before = 0, own = 0, bbase = 0;
+      const int4* hrow = reinterpret_cast<const int4*>(ghist + static_cast<i64>(e) * hs);
+      auto add_counts = [&](int r0, const int (&v)[8]) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          total += v[u];
+          if (r0 + u < b.rank) before += v[u];
+          if (r0 + u == b.rank) own = v[u];
+        }
+      };
+      auto add_bases = [&](int q0, const int4 (&v)[8]) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int c[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bbase += 4 * (q0 + u) + j < b.lb ? c[j] : 0;
+        }
+      };
+      // The first 8 ranks' counts and 32 blocks' totals: every load issued
+      // before any is used (one L2 round trip at the headline); the loops
+      // below take larger R / blocks_per_rank.
+      int tv[8];
+      int4 hv[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) tv[u] = u < R ? tall[static_cast<i64>(u) * E + e] : 0;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) hv[u] = 4 * u < b.lb ? hrow[u] : make_int4(0, 0, 0, 0);
+      add_counts(0, tv);
+      add_bases(0, hv);
+      for (int r0 = 8; r0 < R; r0 += 8) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) tv[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+        add_counts(r0, tv);
+      }
+      for (int q0 = 8; 4 * q0 < b.lb; q0 += 8) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) hv[u] = 4 * (q0 + u) < b.lb ? hrow[q0 + u] : make_int4(0, 0, 0, 0);
+        add_bases(q0, hv);
+      }
+      if (given && given[e] != own) record(&p.status->bad_tpe, b.rank, e);
+      t.base[e] = before + bbase;
+      t.rem[e] = total;
+      if (epn % 32 == 0) {
+        // A warp's 32 experts belong to one rank: one shared atomic per warp.
+        const int w = warp_sum(total);
+        if (b.lane == 0) atomicAdd(&t.load[e / epn], w);
+      } else {
+        atomicAdd(&t.load[e / epn], total);
+      }
+    }
+  }
+  __syncthreads();
+  trace_point(p, 4);
+
+  // Step 2 (warp 0), step 3 (one warp per owner) into the shared alloc.
+  plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
+  __syncthreads();
+  trace_point(p, 5);
+  plan_expert_split(
+      b, t.rem, t.from, t.quota, t.ncand,
+      [&](int e, int r, int c, int take) {
+        t.acum[e * as + r] = take;
+        t.cand[2 * (r * epn + c)] = e;
+        t.cand[2 * (r * epn + c) + 1] = take;
+      },
+      [&](int e, int h, int keep) { t.acum[e * as + h] = keep; },
+      [&](int h, int copies) { t.copies[h] = copies; });
+  __syncthreads();
+  trace_point(p, 6);
+  // acum[e][r]: prefix over ranks, in place (odd row stride: the rows of 32
+  // consecutive experts fall in distinct banks).
+  for (int e = b.tid; e < E; e += kThreads) {
+    int* a = t.acum + e * as;
+    int run = 0;
+    for (int r = 0; r < R; ++r) a[r] = (run += a[r]);
+  }
+  __syncthreads();
+  trace_point(p, 7);
+
+  // Steps 4-5, one warp per destination; the per-warp counts are done
+  // with, so their space holds the expert offsets eoff[d][e].
+  int* eoff = t.hist;
+  for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, eoff, d);
+  __syncthreads();
+  if (b.lb == 0) {
+    // Every rank's output holds the whole experts_to_copy table.
+    for (int i = b.tid; i < R * B; i += kThreads) b.out()[p.out.etc + i] = t.etc[i];
+    if (b.tid == 0) {
+      b.out()[p.out.rs] = min(t.ncand[b.rank], epn);
+      b.out()[p.out.rs + 1] = t.copies[b.rank];
+    }
+  }
+  trace_point(p, 8);
+
+  // ---- C2 ----------------------------------------------------------------------
+  // Step 6: destination d (first with acum[e][d] > G), loff, dst.
+  for (int li = b.tid; li < ne; li += kThreads) {
+    const int e = t.ent[li];
+    int d = -1, x = -1;
+    if (e >= 0) {
+      const int G = t.base[e] + t.pos[li];
+      const int* a = t.acum + e * as;
+      int lo = 0, hi = R;
+      while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (a[mid] > G) hi = mid; else lo = mid + 1;
+      }
+      const int loff = lo < R ? eoff[lo * E + e] + G - (lo > 0 ? a[lo - 1] : 0) : -1;
+      if (loff >= 0 && loff < NvS) {
+        d = lo;
+        x = d * NvS + loff;
+      } else {
+        internal_error(p);
+      }
+    }
+    t.dd[li] = d;
+    t.pos[li] = x;
+  }
+  __syncthreads();
+  trace_point(p, 9);
+  int* s_dst = t.pos;
+  step7_dedup(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl);
+  __syncthreads();
+  const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
+  trace_point(p, 10);
+  // src_info in expert order: a run of one expert's entries bound for one
+  // destination lands on consecutive words.
+  for (int j = b.tid; j < ne; j += kThreads) {
+    const int li = t.sorted[j];
+    if (li < 0) continue;
+    const int d = t.dd[li];
+    if (d < 0) continue;
+    const int x = s_dst[li];
+    const int loff = (x < 0 ? -x - 1 : x) - d * NvS;
+    b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
+  }
+  {
+    std::int32_t* out_dst = b.out() + p.out.dst + i0;
+    for (int li = b.tid; li < ne; li += kThreads) out_dst[li] = s_dst[li];
+  }
+  trace_point(p, 11);
+  if (b.tid < R) {
+    t.gb[b.tid] = res.rows;
+    t.lb[b.tid] = res.loffs;
+  }
+  __syncthreads();
+  step8_rows(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
+  trace_point(p, 12);
+  // Off every other block's path: block 0 stores its rank's full layout.
+  if (b.lb == 0) store_layout(b, t);
+  trace_point(p, 13);
+  if (b.lb == 0 && b.tid == 0) {
+    *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
+  }
+  trace_clock(p, kTracePoints - 1);
+}
+
+std::int64_t replicated_shared_bytes(int R, int E, int B, int K, int block_tokens) {
+  return replicated_layout(R, E, B, K, block_tokens).words * 4;
+}
+
+}  // namespace moonep::cuda::impl
