@@ -129,11 +129,12 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
 std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
   if (k == moonep::cuda::Kernel::replicated) {
     return {"start",
+            "A (src_info prefill, zeroing)",
             "C1 (histograms, ranks in warp)",
             "block totals out, arrival",
             "all counts arrived (barrier)",
-            "step 1 (counts, bases loaded)",
-            "step 2 (rank moves)",
+            "step 1 (counts loaded)",
+            "step 2 (+ block bases loaded)",
             "step 3 (expert split)",
             "acum",
             "steps 4-5 (offsets), etc out",
@@ -201,6 +202,16 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
     if (hi == 0) continue;
     std::printf("  %2d %-34s first %7.2f  last %7.2f\n", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
   }
+  // Blocks per SM (slot stride - 3: the SM id, where the kernel stamps it).
+  std::vector<int> per_sm(1024, 0);
+  for (int b = 0; b < blocks; ++b) {
+    const unsigned long long id = t[b * stride + stride - 3];
+    if (id < per_sm.size()) ++per_sm[id];
+  }
+  int hist[8] = {0};
+  for (int n : per_sm) hist[std::min(n, 7)] += n > 0 ? 1 : 0;
+  std::printf("  SMs holding 1/2/3/4+ blocks: %d/%d/%d/%d\n", hist[1], hist[2], hist[3],
+              hist[4] + hist[5] + hist[6] + hist[7]);
   std::vector<double> mhz;
   for (int b = 0; b < blocks; ++b) {
     const unsigned long long ns = t[b * stride + npoints - 1] - t[b * stride];

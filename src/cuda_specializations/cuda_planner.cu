@@ -153,7 +153,8 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   i64 repl_smem = 0;
   if (options.kernel != Kernel::rank0_tables) {
     for (int bpr = options.blocks_per_rank; bpr >= 1 && repl_bpr == 0; --bpr) {
-      const int block_tokens = static_cast<int>((S + bpr - 1) / bpr);
+      const int workers = bpr > 1 ? bpr - 1 : 1;  // block 0 owns no tokens
+      const int block_tokens = static_cast<int>((S + workers - 1) / workers);
       const i64 smem = impl::replicated_shared_bytes(R, E, B, K, block_tokens);
       if (smem > max_repl) break;  // fewer blocks only need more
       if (static_cast<i64>(R) * bpr <= resident_with(repl_func, smem)) {
@@ -165,9 +166,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
       std::ostringstream m;
       m << "moonep::cuda::Planner: the replicated kernel cannot run " << describe(config) << ": it needs "
         << impl::replicated_shared_bytes(R, E, B, K, S) << " bytes of shared memory per block at one block "
-        << "per rank (" << impl::replicated_shared_bytes(R, E, B, K, (S + options.blocks_per_rank - 1) /
-                                                                        options.blocks_per_rank)
-        << " at " << options.blocks_per_rank << "), the device allows " << max_repl
+        << "per rank, the device allows " << max_repl
         << " with every block co-resident; use Kernel::automatic or Kernel::rank0_tables";
       throw RuntimeError(m.str());
     }
@@ -179,7 +178,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
     s.func = repl_func;
     s.bpr = repl_bpr;
     s.smem = repl_smem;
-    nworkers = s.bpr;
+    nworkers = s.bpr > 1 ? s.bpr - 1 : 1;
   } else {
     // Rank-0 kernel: stage C2's lookup tables in shared memory when that
     // still lets R*blocks_per_rank blocks be resident; otherwise lower bpr
@@ -274,7 +273,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.rank_base = 0;
   p.groups = R;
   p.tile_tokens = tile_tokens;
-  p.block_tokens = static_cast<int>((S + s.bpr - 1) / s.bpr);
+  p.block_tokens = static_cast<int>((S + nworkers - 1) / nworkers);
   p.sys_scope = 0;  // virtual ranks: one GPU
   p.trace = options.debug_trace;
   p.sym_base = s.sym.words();

@@ -55,6 +55,14 @@ __device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
     p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + k] = t;
   }
 }
+// The SM a block runs on (slot kTracePoints - 3), to see co-residency.
+__device__ __forceinline__ void trace_sm(const KernelParams& p) {
+  if (p.trace && threadIdx.x == 0) {
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + kTracePoints - 3] = id;
+  }
+}
 // SM clock stamps (kTracePoints-2: start, kTracePoints-1: end) so the
 // benchmark can report the clock the step ran at.
 __device__ __forceinline__ void trace_clock(const KernelParams& p, int k) {
@@ -119,14 +127,30 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
   const int R = p.R;
   if (b.warp != 0) return;
   if (R <= 32) {
-    // Lane r holds rank r's balance in a register: each round is two warp
-    // reductions, no shared round trips (the loop is on the critical path).
+    // Lane r holds rank r's balance in a register: no shared round trips
+    // (the loop is on the critical path). When every balance + N fits 25
+    // bits (R*N < 2^25; balances lie in [-N, (R-1)*N]), each argmax /
+    // argmin is ONE warp reduction over (balance + N) << 7 with the index in
+    // the low bits (127 - r for the max, r for the min: ties to the lowest
+    // rank either way); otherwise two reductions each.
+    const bool packed = static_cast<i64>(R) * p.N < (1LL << 25);
     const int r = b.lane;
     int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
     for (int it = 0; it < R; ++it) {
-      int sv = r < R ? bal : INT_MIN, si = r, dv = r < R ? bal : INT_MAX, di = r;
-      warp_argmax_low(sv, si);
-      warp_argmin_low(dv, di);
+      int sv, si, dv, di;
+      if (packed) {
+        const unsigned biased = static_cast<unsigned>(bal + p.N) << 7;
+        const unsigned kmax = __reduce_max_sync(0xffffffffu, r < R ? biased | (127u - r) : 0u);
+        const unsigned kmin = __reduce_min_sync(0xffffffffu, r < R ? biased | static_cast<unsigned>(r) : ~0u);
+        sv = static_cast<int>(kmax >> 7) - p.N;
+        si = 127 - static_cast<int>(kmax & 127u);
+        dv = static_cast<int>(kmin >> 7) - p.N;
+        di = static_cast<int>(kmin & 127u);
+      } else {
+        sv = r < R ? bal : INT_MIN; si = r; dv = r < R ? bal : INT_MAX; di = r;
+        warp_argmax_low(sv, si);
+        warp_argmin_low(dv, di);
+      }
       if (sv <= 0 || dv >= 0) break;
       const int move = -dv;
       if (r == si) bal -= move;
@@ -254,6 +278,24 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
     __syncwarp();
   }
 }
+
+// Lanes of the warp holding the same expert id as this lane (all lanes
+// holding -1 together): one ballot per bit of the id instead of
+// __match_any_sync, whose cost grows with the number of distinct values in
+// the warp (routing spreads a warp's 32 entries over ~20 experts). Every
+// lane calls with the same `bits` (ids < 2^bits).
+__device__ __forceinline__ unsigned warp_peers(int e, int bits) {
+  const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
+  unsigned peers = e >= 0 ? valid : ~valid;
+  for (int bit = 0; bit < bits; ++bit) {
+    const bool set = (e >> bit) & 1;  // -1: every bit set, masked by ~valid
+    const unsigned on = __ballot_sync(0xffffffffu, set);
+    peers &= set ? on : ~on;
+  }
+  return peers;
+}
+// Bits of the largest expert id, E - 1.
+__device__ __forceinline__ int id_bits(int E) { return E > 1 ? 32 - __clz(E - 1) : 0; }
 
 // ---- C1 slices: which entries a block and each of its warps own -------------
 // The first bpr - nworkers blocks of a rank own none (they plan instead).

@@ -491,6 +491,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
   trace_clock(p, kTracePoints - 2);
+  trace_sm(p);
   // Issued now, needed first after C1 pass 1: the load overlaps Phase A.
   const unsigned epoch_now = threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(
                                                     p.loc_base + (blockIdx.x / p.bpr) * p.loc_stride + p.loc.epoch)

@@ -209,6 +209,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
   trace_clock(p, kTracePoints - 2);
+  trace_sm(p);
   const int g = blockIdx.x / p.bpr;
   // Issued now, needed after C1: the load overlaps it.
   const unsigned epoch_now =
@@ -218,11 +219,23 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   const int R = p.R, E = p.E, K = p.K, B = p.B, epn = p.epn, NvS = p.NvS;
   const int as = acum_stride(R), mw = mark_words(E);
   const Tables t = carve(sm, p);
-  const Slice s = slice_of(b);  // nworkers == bpr: every block owns tokens
+  // Block 0 of a rank owns no tokens when bpr > 1 (nworkers = bpr - 1): it
+  // plans like every block and stores the rank's full layout while the
+  // other blocks run C2.
+  const Slice s = slice_of(b);
   const i64 i0 = s.tok0 * K;
   const int nt = static_cast<int>(s.tok1 - s.tok0), ne = nt * K;
   const i64 t0 = static_cast<i64>(b.lb) * kThreads + b.tid, nthr = static_cast<i64>(p.bpr) * kThreads;
   const bool sys = p.sys_scope != 0;
+  const int hs = (p.nworkers + 3) & ~3;  // row stride of the per-block counts [E][hs]
+  const std::int32_t* topk = p.topk[b.g];
+  // The first batch of C1's routing loads goes out before the housekeeping.
+  int ev0[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const i64 i = s.ws0 + 32 * u + b.lane;
+    ev0[u] = i < s.ws1 ? topk[i] : -1;
+  }
   trace_point(p, 0);
 
   // ---- A: housekeeping -----------------------------------------------------
@@ -239,31 +252,20 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     }
   }
   for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
-  for (int i = b.tid; i < E * as; i += kThreads) t.acum[i] = 0;
-  for (int i = b.tid; i < R * mw; i += kThreads) t.mark[i] = 0u;
-  for (int i = b.tid; i < R * B; i += kThreads) t.etc[i] = -1;
-  for (int i = b.tid; i < ne; i += kThreads) t.sorted[i] = -1;
-  for (int r = b.tid; r < R; r += kThreads) {
-    t.load[r] = 0;
-    t.from[r] = -1;
-    t.quota[r] = 0;
-    t.ncand[r] = 0;
-    t.ng[r] = 0;
-    t.nl[r] = 0;
-  }
   __syncthreads();
+  trace_point(p, 1);
 
   // ---- C1: histograms and ranks within each warp ------------------------------
   {
-    const std::int32_t* topk = p.topk[b.g];
     int* row = t.hist + b.warp * E;
     const unsigned lt = (1u << b.lane) - 1u;
+    const int bits = id_bits(E);
     for (i64 base0 = s.ws0; base0 < s.ws1; base0 += 32 * kUnroll) {
       int ev[kUnroll];  // loads first, so they are in flight together
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const i64 i = base0 + 32 * u + b.lane;
-        ev[u] = i < s.ws1 ? topk[i] : -1;
+        ev[u] = base0 == s.ws0 ? ev0[u] : (i < s.ws1 ? topk[i] : -1);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -275,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
           record(&p.status->bad_entry, b.rank, i);
           e = -1;
         }
-        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        const unsigned peers = warp_peers(e, bits);
         const int r = e >= 0 ? row[e] + __popc(peers & lt) : -1;
         __syncwarp();
         if (e >= 0 && b.lane == __ffs(peers) - 1) row[e] += __popc(peers);
@@ -291,17 +293,16 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   __syncthreads();
   b.epoch = s_epoch;
   const unsigned next = b.epoch + 1u;
-  trace_point(p, 1);
+  trace_point(p, 2);
 
   // Block totals: warp rows become exclusive warp bases; the block's count
-  // of e goes to the rank's hist[e][lb] (expert-major, rows of hs words:
+  // of e goes to the rank's hist[e][w] (expert-major, rows of hs words:
   // a later block reads its bases as a few 16-byte loads after the
   // barrier) and into the gathered counts.
-  const int hs = (p.bpr + 3) & ~3;
-  {
-    std::int32_t* ghist = b.loc() + p.loc.hist + b.lb;
+  int mine = 0;
+  if (s.worker) {
+    std::int32_t* ghist = b.loc() + p.loc.hist + s.w;
     std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * E;
-    int mine = 0;
     for (int e = b.tid; e < E; e += kThreads) {
       int run = 0;
       for (int w = 0; w < kWarps; ++w) {
@@ -314,32 +315,46 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
       t.key[e] = run;
       mine += run;
     }
-    // Sort keys: thread tid's experts (tid, tid+256, ...) take consecutive
-    // runs of slots, threads in order; any order works as long as each
-    // expert's entries are contiguous.
-    int slot = block_exclusive_scan(mine, t.scan);
+  }
+  const unsigned all_blocks = static_cast<unsigned>(R) * static_cast<unsigned>(p.bpr);
+  unsigned* gather = b.ctr(0, kGather);
+  arrive_one(sys, gather);
+  trace_point(p, 3);
+
+  // While the others arrive: zero the plan's tables; sort keys (thread
+  // tid's experts, tid, tid+256, ..., take consecutive runs of slots,
+  // threads in order: any order works as long as each expert's entries
+  // are contiguous); ranks within the block (warp base + rank within the
+  // warp) and the block's entries in expert order.
+  for (int i = b.tid; i < E * as; i += kThreads) t.acum[i] = 0;
+  for (int i = b.tid; i < R * mw; i += kThreads) t.mark[i] = 0u;
+  for (int i = b.tid; i < R * B; i += kThreads) t.etc[i] = -1;
+  for (int i = b.tid; i < ne; i += kThreads) t.sorted[i] = -1;
+  for (int r = b.tid; r < R; r += kThreads) {
+    t.load[r] = 0;
+    t.from[r] = -1;
+    t.quota[r] = 0;
+    t.ncand[r] = 0;
+    t.ng[r] = 0;
+    t.nl[r] = 0;
+  }
+  if (s.worker) {
+    int slot = block_exclusive_scan(mine, t.scan);  // also orders the zeroing above
     for (int e = b.tid; e < E; e += kThreads) {
       const int c = t.key[e];
       t.key[e] = slot;
       slot += c;
     }
-  }
-  const unsigned all_blocks = static_cast<unsigned>(R) * static_cast<unsigned>(p.bpr);
-  unsigned* gather = b.ctr(0, kGather);
-  arrive_one(sys, gather);
-  trace_point(p, 2);
-
-  // While the others arrive: ranks within the block (warp base + rank
-  // within the warp), and the block's entries in expert order.
-  __syncthreads();
-  for (i64 i = s.ws0 + b.lane; i < s.ws1; i += 32) {
-    const int li = static_cast<int>(i - i0), e = t.ent[li];
-    if (e < 0) continue;
-    const int r = t.hist[b.warp * E + e] + t.pos[li];
-    t.pos[li] = r;
-    const int slot = t.key[e] + r;
-    if (slot < ne) t.sorted[slot] = li;
-    else internal_error(p);
+    __syncthreads();
+    for (i64 i = s.ws0 + b.lane; i < s.ws1; i += 32) {
+      const int li = static_cast<int>(i - i0), e = t.ent[li];
+      if (e < 0) continue;
+      const int r = t.hist[b.warp * E + e] + t.pos[li];
+      t.pos[li] = r;
+      const int slot = t.key[e] + r;
+      if (slot < ne) t.sorted[slot] = li;
+      else internal_error(p);
+    }
   }
   if (b.rank == 0) {
     // The other parity's gathered counts were last read in the step
@@ -348,58 +363,29 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     for (i64 i = t0; i < static_cast<i64>(R) * E; i += nthr) other[i] = 0;
   }
   wait_counter(sys, gather, all_blocks * next);
-  trace_point(p, 3);
+  trace_point(p, 4);
 
   // ---- B: the plan, in shared memory ---------------------------------------------
   // Step 1, one expert per thread: cum of the ranks before this one, total,
-  // and this rank's count (checked against a given tokens_per_expert); the
-  // earlier blocks' totals give the block's base.
+  // and this rank's count (checked against a given tokens_per_expert).
   {
     const std::int32_t* tall = b.tpe_all(b.epoch);
-    const std::int32_t* ghist = b.loc() + p.loc.hist;
     const std::int32_t* given = b.lb == 0 ? p.tpe[b.g] : nullptr;
     for (int e = b.tid; e < E; e += kThreads) {
-      int total = 0, before = 0, own = 0, bbase = 0;
-      const int4* hrow = reinterpret_cast<const int4*>(ghist + static_cast<i64>(e) * hs);
-      auto add_counts = [&](int r0, const int (&v)[8]) {
+      int total = 0, before = 0, own = 0;
+      for (int r0 = 0; r0 < R; r0 += 8) {
+        int v[8];  // loads first, so they are in flight together
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           total += v[u];
           if (r0 + u < b.rank) before += v[u];
           if (r0 + u == b.rank) own = v[u];
         }
-      };
-      auto add_bases = [&](int q0, const int4 (&v)[8]) {
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int c[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) bbase += 4 * (q0 + u) + j < b.lb ? c[j] : 0;
-        }
-      };
-      // The first 8 ranks' counts and 32 blocks' totals: every load issued
-      // before any is used (one L2 round trip at the headline); the loops
-      // below take larger R / blocks_per_rank.
-      int tv[8];
-      int4 hv[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) tv[u] = u < R ? tall[static_cast<i64>(u) * E + e] : 0;
-#pragma unroll
-      for (int u = 0; u < 8; ++u) hv[u] = 4 * u < b.lb ? hrow[u] : make_int4(0, 0, 0, 0);
-      add_counts(0, tv);
-      add_bases(0, hv);
-      for (int r0 = 8; r0 < R; r0 += 8) {
-#pragma unroll
-        for (int u = 0; u < 8; ++u) tv[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
-        add_counts(r0, tv);
-      }
-      for (int q0 = 8; 4 * q0 < b.lb; q0 += 8) {
-#pragma unroll
-        for (int u = 0; u < 8; ++u) hv[u] = 4 * (q0 + u) < b.lb ? hrow[q0 + u] : make_int4(0, 0, 0, 0);
-        add_bases(q0, hv);
       }
       if (given && given[e] != own) record(&p.status->bad_tpe, b.rank, e);
-      t.base[e] = before + bbase;
+      t.base[e] = before;
       t.rem[e] = total;
       if (epn % 32 == 0) {
         // A warp's 32 experts belong to one rank: one shared atomic per warp.
@@ -411,12 +397,35 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     }
   }
   __syncthreads();
-  trace_point(p, 4);
-
-  // Step 2 (warp 0), step 3 (one warp per owner) into the shared alloc.
-  plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
-  __syncthreads();
   trace_point(p, 5);
+
+  // Step 2 by warp 0; meanwhile the other warps add the earlier blocks'
+  // totals to the block's bases (needed from step 6 on), 16-byte loads all
+  // in flight together.
+  if (b.warp == 0) {
+    plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
+  } else if (s.worker) {
+    const std::int32_t* ghist = b.loc() + p.loc.hist;
+    for (int e = b.tid - 32; e < E; e += kThreads - 32) {
+      const int4* hrow = reinterpret_cast<const int4*>(ghist + static_cast<i64>(e) * hs);
+      int bbase = 0;
+      for (int q0 = 0; 4 * q0 < s.w; q0 += 8) {
+        int4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = 4 * (q0 + u) < s.w ? hrow[q0 + u] : make_int4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int c[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bbase += 4 * (q0 + u) + j < s.w ? c[j] : 0;
+        }
+      }
+      t.base[e] += bbase;
+    }
+  }
+  __syncthreads();
+  trace_point(p, 6);
+  // Step 3 (one warp per owner) into the shared alloc.
   plan_expert_split(
       b, t.rem, t.from, t.quota, t.ncand,
       [&](int e, int r, int c, int take) {
@@ -427,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
       [&](int e, int h, int keep) { t.acum[e * as + h] = keep; },
       [&](int h, int copies) { t.copies[h] = copies; });
   __syncthreads();
-  trace_point(p, 6);
+  trace_point(p, 7);
   // acum[e][r]: prefix over ranks, in place (odd row stride: the rows of 32
   // consecutive experts fall in distinct banks).
   for (int e = b.tid; e < E; e += kThreads) {
@@ -436,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     for (int r = 0; r < R; ++r) a[r] = (run += a[r]);
   }
   __syncthreads();
-  trace_point(p, 7);
+  trace_point(p, 8);
 
   // Steps 4-5, one warp per destination; the per-warp counts are done
   // with, so their space holds the expert offsets eoff[d][e].
@@ -451,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
       b.out()[p.out.rs + 1] = t.copies[b.rank];
     }
   }
-  trace_point(p, 8);
+  trace_point(p, 9);
 
   // ---- C2 ----------------------------------------------------------------------
   // Step 6: destination d (first with acum[e][d] > G), loff, dst.
@@ -478,12 +487,12 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     t.pos[li] = x;
   }
   __syncthreads();
-  trace_point(p, 9);
+  trace_point(p, 10);
   int* s_dst = t.pos;
   step7_dedup(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl);
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
-  trace_point(p, 10);
+  trace_point(p, 11);
   // src_info in expert order: a run of one expert's entries bound for one
   // destination lands on consecutive words.
   for (int j = b.tid; j < ne; j += kThreads) {
@@ -499,17 +508,17 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     std::int32_t* out_dst = b.out() + p.out.dst + i0;
     for (int li = b.tid; li < ne; li += kThreads) out_dst[li] = s_dst[li];
   }
-  trace_point(p, 11);
+  trace_point(p, 12);
   if (b.tid < R) {
     t.gb[b.tid] = res.rows;
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
   step8_rows(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
-  trace_point(p, 12);
+  trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
-  trace_point(p, 13);
+  trace_point(p, 14);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;
   }
