@@ -16,6 +16,9 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
 targets=(test_cuda_planner moonep_gpu_bench)
+if cmake --build "$BUILD" --target help | grep -q '^test_cuda_dispatch:'; then
+  targets+=(test_cuda_dispatch)
+fi
 if cmake --build "$BUILD" --target help | grep -q '^moonep-plan:'; then
   targets+=(moonep-plan)
 else

@@ -31,6 +31,9 @@ step() {  # step NAME TIMEOUT_S COMMAND... : run, tee the log, record the result
 echo "bundle commit: $(cat "$HERE/COMMIT" 2>/dev/null)"
 step nvidia-smi 30 nvidia-smi -L
 step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
+if [ -x "$HERE/bin/test_cuda_dispatch" ]; then
+  step dispatch_test 60 "$HERE/bin/test_cuda_dispatch"
+fi
 
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$SAN" ]; then

@@ -10,4 +10,7 @@ if(MoonEP_HAVE_CUDA)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   endfunction()
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
+  # The Planner<Kokkos::Cuda> adapter against a stand-in Kokkos::Cuda
+  # (no CUDA-enabled Kokkos here; see the file's header).
+  moonep_add_cuda_test(test_cuda_dispatch test_cuda_dispatch.cpp)
 endif()
