@@ -5,15 +5,19 @@
 // cudaStream_t, no Kokkos needed.
 //
 // Virtual ranks: this planner runs R ranks on one GPU as R groups of blocks
-// of one cooperative launch. Each group has its own software grid barrier;
-// the groups share one device buffer as the "symmetric buffer" (one chunk
-// per rank, back to back) for the gathered counts, the tables and the
-// release/acquire counters (GPU scope) they synchronise through.
+// of one cooperative launch. The groups share one device buffer as the
+// "symmetric buffer" (one chunk per rank, back to back) for the gathered
+// counts, the tables and the release/acquire counters (GPU scope) they
+// synchronise through. Two kernels (see Kernel below): in the replicated
+// one every block plans the step itself after one barrier over all
+// blocks; in the rank-0 one each group also has its own software grid
+// barrier and rank 0 publishes the tables.
 //
-// NVLink multicast — READ THIS. With virtual ranks every rank reads the
-// one copy of the tables rank 0 writes, and every result is stored straight
-// into the destination rank's output buffer; nothing is broadcast, and the
-// kernel has no multimem (NVLink SHARP multicast) path at all. MoonEP never
+// NVLink multicast — READ THIS. With virtual ranks every block reads the
+// tables from its own shared memory or from the one copy rank 0 writes,
+// and every result is stored straight into the destination rank's output
+// buffer; nothing is broadcast, and the kernels have no multimem (NVLink
+// SHARP multicast) path at all. MoonEP never
 // creates multicast objects (no cuMulticastCreate anywhere): misconfigured
 // multicast can take a shared host's GPUs down for days. Asking this class
 // for multicast (Options::multicast = true) throws.

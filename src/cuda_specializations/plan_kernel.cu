@@ -197,14 +197,8 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int start = block_exclusive_scan(sum, s_scan);
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    const int count = ex >= 0 ? s_alloc[ex] : 0;
-    const int padded = pad_to(count, tp);
     if (ex >= 0) s_eoff[ex] = start;
-    od[p.out.cu + gi] = start + padded;
-    const bool fill = count > 0 && padded > count;
-    od[p.out.zfr + 2 * gi] = fill ? start + count : 0;
-    od[p.out.zfr + 2 * gi + 1] = fill ? padded - count : 0;
-    start += padded;
+    start = store_group(p, od, gi, start, ex >= 0 ? s_alloc[ex] : 0);
   }
   __syncthreads();
 
@@ -490,16 +484,9 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   extern __shared__ int4 smem4[];
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
-  trace_clock(p, kTracePoints - 2);
-  trace_sm(p);
-  // Issued now, needed first after C1 pass 1: the load overlaps Phase A.
-  const unsigned epoch_now = threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(
-                                                    p.loc_base + (blockIdx.x / p.bpr) * p.loc_stride + p.loc.epoch)
-                                              : 0u;
-
-  const int g = blockIdx.x / p.bpr;
-  Block b{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
-          static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u};
+  const Entry entry = enter_kernel(p);
+  Block b = entry.b;
+  const unsigned epoch_now = entry.epoch_now;
   const unsigned all_blocks = static_cast<unsigned>(p.R) * static_cast<unsigned>(p.bpr);
   unsigned* gbar = reinterpret_cast<unsigned*>(b.loc() + p.loc.gbar);
   const i64 t0 = static_cast<i64>(b.lb) * kThreads + b.tid, nthr = static_cast<i64>(p.bpr) * kThreads;
@@ -510,14 +497,8 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   // Other ranks write into this rank's src_info and reserve on its
   // dup_counts only after the tables arrive, which is after this block's
   // gather arrival (a release) below.
+  prefill_outputs(b, t0, nthr);
   {
-    const i64 nvs4 = (p.NvS + 3) & ~3;
-    int4* si = reinterpret_cast<int4*>(b.out() + p.out.src_info);
-    for (i64 q = t0; q < nvs4 / 4; q += nthr) si[q] = make_int4(-1, -1, -1, -1);
-    if (b.lb == 0 && b.tid == 0) {
-      b.out()[p.out.dup_counts] = 0;
-      b.out()[p.out.dup_counts + 1] = 0;
-    }
     if (b.rank == 0) {
       const i64 n4 = (static_cast<i64>(p.E) * p.R + 3) / 4;
       int4* a = reinterpret_cast<int4*>(b.loc() + p.loc.alloc);

@@ -192,13 +192,7 @@ __device__ void store_layout(const Block& b, const Tables& t) {
   std::int32_t* od = b.out();
   for (int g = g0; g < g1; ++g) {
     const int ex = expert_of(g);
-    const int count = ex >= 0 ? alloc_of(t, as, ex, d) : 0;
-    const int padded = pad_to(count, tp);
-    od[p.out.cu + g] = start + padded;
-    const bool fill = count > 0 && padded > count;
-    od[p.out.zfr + 2 * g] = fill ? start + count : 0;
-    od[p.out.zfr + 2 * g + 1] = fill ? padded - count : 0;
-    start += padded;
+    start = store_group(p, od, g, start, ex >= 0 ? alloc_of(t, as, ex, d) : 0);
   }
 }
 
@@ -208,14 +202,9 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   extern __shared__ int4 smem4[];
   int* sm = reinterpret_cast<int*>(smem4);
   __shared__ unsigned s_epoch;
-  trace_clock(p, kTracePoints - 2);
-  trace_sm(p);
-  const int g = blockIdx.x / p.bpr;
-  // Issued now, needed after C1: the load overlaps it.
-  const unsigned epoch_now =
-      threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(p.loc_base + g * p.loc_stride + p.loc.epoch) : 0u;
-  Block b{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
-          static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u};
+  const Entry entry = enter_kernel(p);
+  Block b = entry.b;
+  const unsigned epoch_now = entry.epoch_now;
   const int R = p.R, E = p.E, K = p.K, B = p.B, epn = p.epn, NvS = p.NvS;
   const int as = acum_stride(R), mw = mark_words(E);
   const Tables t = carve(sm, p);
@@ -242,15 +231,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   // Other ranks write into this rank's src_info and reserve on its
   // dup_counts only after the barrier, which is after this block's
   // arrival (a release).
-  {
-    const i64 nvs4 = (NvS + 3) & ~3;
-    int4* si = reinterpret_cast<int4*>(b.out() + p.out.src_info);
-    for (i64 q = t0; q < nvs4 / 4; q += nthr) si[q] = make_int4(-1, -1, -1, -1);
-    if (b.lb == 0 && b.tid == 0) {
-      b.out()[p.out.dup_counts] = 0;
-      b.out()[p.out.dup_counts + 1] = 0;
-    }
-  }
+  prefill_outputs(b, t0, nthr);
   for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
   __syncthreads();
   trace_point(p, 1);

@@ -53,12 +53,13 @@ struct CudaDispatch<Kokkos::Cuda> {
                 const std::vector<input_view>& routing, const std::vector<input_view>* tpe,
                 std::vector<RankPlanView<memory_space>>& out) {
     if (dynamic_cast<InProcessWorld<memory_space>*>(&world) == nullptr) return false;
-    compat::ProfilingRegion region("moonep::cuda::plan_cooperative_kernel");
     check_shapes(c, routing, tpe);
     if (!planner_) {
       planner_ = std::make_unique<cuda::Planner>(c);
       for (auto& v : out) alias(c, v);
     }
+    // The region names the kernel the planner chose.
+    compat::ProfilingRegion region(std::string("moonep::cuda::") + cuda::kernel_name(planner_->kernel()));
     std::vector<const std::int32_t*> topk(c.ranks), counts(c.ranks, nullptr);
     for (int r = 0; r < c.ranks; ++r) {
       topk[r] = routing[r].data();
