@@ -212,10 +212,6 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   for (int n : per_sm) hist[std::min(n, 7)] += n > 0 ? 1 : 0;
   std::printf("  SMs holding 1/2/3/4+ blocks: %d/%d/%d/%d\n", hist[1], hist[2], hist[3],
               hist[4] + hist[5] + hist[6] + hist[7]);
-  // Step 3's longest loop (iterations of the busiest owner, slot stride - 4).
-  unsigned long long takes = 0;
-  for (int b = 0; b < blocks; ++b) takes = std::max(takes, t[b * stride + stride - 4]);
-  std::printf("  step 3: the busiest owner's loop ran %llu times\n", takes);
   std::vector<double> mhz;
   for (int b = 0; b < blocks; ++b) {
     const unsigned long long ns = t[b * stride + npoints - 1] - t[b * stride];

@@ -167,28 +167,23 @@ __device__ __forceinline__ int pad_to(int count, int tp) {
 // s_quota[r] (what r receives), both preset by the caller to -1 / 0.
 // s_bal [R] is scratch for R > 32. At most R iterations: each one fills a
 // receiver for good.
-__device__ void plan_rank_moves_shared(const Block& b, const int* s_load, int* s_bal, int* s_from, int* s_quota);
-
-// kPackedOnly: the caller guarantees R <= 32 and R*N < 2^25 (the
-// replicated kernel's shapes), so only the packed register path is compiled.
-template <bool kPackedOnly = false>
 __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, int* s_from, int* s_quota) {
   const KernelParams& p = b.p;
   const int R = p.R;
   if (b.warp != 0) return;
-  if (kPackedOnly || R <= 32) {
+  if (R <= 32) {
     // Lane r holds rank r's balance in a register: no shared round trips
     // (the loop is on the critical path). When every balance + N fits 25
     // bits (R*N < 2^25; balances lie in [-N, (R-1)*N]), each argmax /
     // argmin is ONE warp reduction over (balance + N) << 7 with the index in
     // the low bits (127 - r for the max, r for the min: ties to the lowest
     // rank either way); otherwise two reductions each.
-    const bool packed = kPackedOnly || static_cast<i64>(R) * p.N < (1LL << 25);
+    const bool packed = static_cast<i64>(R) * p.N < (1LL << 25);
     const int r = b.lane;
     int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
     for (int it = 0; it < R; ++it) {
       int sv, si, dv, di;
-      if (kPackedOnly || packed) {
+      if (packed) {
         const unsigned biased = static_cast<unsigned>(bal + p.N) << 7;
         const unsigned kmax = __reduce_max_sync(0xffffffffu, r < R ? biased | (127u - r) : 0u);
         const unsigned kmin = __reduce_min_sync(0xffffffffu, r < R ? biased | static_cast<unsigned>(r) : ~0u);
@@ -196,7 +191,7 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
         si = 127 - static_cast<int>(kmax & 127u);
         dv = static_cast<int>(kmin >> 7) - p.N;
         di = static_cast<int>(kmin & 127u);
-      } else if constexpr (!kPackedOnly) {
+      } else {
         sv = r < R ? bal : INT_MIN; si = r; dv = r < R ? bal : INT_MAX; di = r;
         warp_argmax_low(sv, si);
         warp_argmin_low(dv, di);
@@ -209,15 +204,6 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
     if (r < R) { s_from[r] = from; s_quota[r] = quota; }
     return;
   }
-  if constexpr (!kPackedOnly) plan_rank_moves_shared(b, s_load, s_bal, s_from, s_quota);
-}
-
-// Step 2 for R > 32 (or balances too wide to pack): balances in shared
-// memory, warp 0.
-__device__ void plan_rank_moves_shared(const Block& b, const int* s_load, int* s_bal, int* s_from,
-                                       int* s_quota) {
-  const KernelParams& p = b.p;
-  const int R = p.R;
   for (int r = b.lane; r < R; r += 32) s_bal[r] = s_load[r] - p.N;
   __syncwarp();
   for (int it = 0; it < R; ++it) {
@@ -254,14 +240,12 @@ __device__ void plan_rank_moves_shared(const Block& b, const int* s_load, int* s
 // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
 // one __reduce_max over (value << 7 | 127 - index), which picks the
 // largest value and, among equals, the lowest index.
-// kPackedOnly: the caller guarantees the fast path's bounds; only it is
-// compiled.
-template <bool kPackedOnly = false, class Take, class Keep, class Copies>
+template <class Take, class Keep, class Copies>
 __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
                                   Take take_sink, Keep keep, Copies copies_sink) {
   const KernelParams& p = b.p;
   const int R = p.R, epn = p.epn;
-  const bool packed = kPackedOnly || (R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25));
+  const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
   auto add_cand = [&](int e, int t, int take) {
     const int c = s_ncand[t]++;
     if (c < epn) take_sink(e, t, c, take);
@@ -276,8 +260,7 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
         q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
         rm[u] = t < epn ? s_rem[h * epn + t] : 0;
       }
-      int guard = 0;
-      for (; guard <= R + epn; ++guard) {
+      for (int guard = 0; guard <= R + epn; ++guard) {
         unsigned kq = 0, km = 0;
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -298,18 +281,13 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
         }
         if (b.lane == 0) add_cand(h * epn + mj, qi, take);
       }
-      // Debug trace: the most takes + 1 of any owner (slot kTracePoints - 4).
-      if (p.trace && b.lane == 0) {
-        atomicMax(&p.trace[static_cast<i64>(blockIdx.x) * kTracePoints + kTracePoints - 4],
-                  static_cast<unsigned long long>(guard + 1));
-      }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int t = b.lane + 32 * u;
         if (t < epn) s_rem[h * epn + t] = rm[u];
       }
       __syncwarp();
-    } else if constexpr (!kPackedOnly) {
+    } else {
       for (int guard = 0; guard <= R + epn; ++guard) {
         int qv = 0, qi = INT_MAX;
         for (int t = b.lane; t < R; t += 32) {
@@ -408,43 +386,6 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
   }
 }
 
-// One dup row (primary_loff, dup_start, dup_n) at `row` of destination d;
-// returns where its n duplicates go (null, and an internal error, if the
-// reservation does not hold them).
-__device__ __forceinline__ std::int32_t* write_dup_row(const Block& b, int d, int primary, int n, int row,
-                                                        int start) {
-  const KernelParams& p = b.p;
-  const int NvS = p.NvS;
-  if (row >= NvS || start + n > NvS) {
-    internal_error(p);
-    return nullptr;
-  }
-  std::int32_t* dc = b.out_of(d);
-  dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = primary - d * NvS;
-  dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
-  dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
-  return dc + p.out.dup_loffs + start;
-}
-
-// Marks of step 7 for one token held in registers: mask bit k = entry k is
-// a primary with duplicates, dups bit k = entry k duplicates an earlier one.
-__device__ __forceinline__ void token_dups(const int (&dd)[kRegK], unsigned& mask, unsigned& dups) {
-  mask = 0;
-  dups = 0;
-#pragma unroll
-  for (int k = 1; k < kRegK; ++k) {
-    bool dup = false;
-#pragma unroll
-    for (int k2 = 0; k2 < k; ++k2) {
-      if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
-        dup = true;
-        mask |= 1u << k2;
-      }
-    }
-    if (dup) dups |= 1u << k;
-  }
-}
-
 // Step 7 per token: s_d[t*K + k] is entry k's destination rank (-1: none),
 // s_x the value to flip. Later entries bound for a rank already used are
 // stored as -x-1; s_ng/s_nl [R] count dup groups / dup loffs per
@@ -458,8 +399,19 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
       const int base = tok * K;
       int dd[kRegK];
       load_token(s_d + base, K, dd);
-      unsigned mask, dups;  // primaries with duplicates; the duplicates
-      token_dups(dd, mask, dups);
+      unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
+#pragma unroll
+      for (int k = 1; k < kRegK; ++k) {
+        bool dup = false;
+#pragma unroll
+        for (int k2 = 0; k2 < k; ++k2) {
+          if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
+            dup = true;
+            mask |= 1u << k2;
+          }
+        }
+        if (dup) dups |= 1u << k;
+      }
 #pragma unroll
       for (int k = 1; k < kRegK; ++k) {
         if ((dups >> k) & 1u) s_x[base + k] = -s_x[base + k] - 1;
@@ -529,8 +481,16 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
                            const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
   const KernelParams& p = b.p;
   const int K = p.K, NvS = p.NvS;
-  auto emit = [&](int d, int primary, int n, int row, int start) {
-    return write_dup_row(b, d, primary, n, row, start);
+  auto emit = [&](int d, int primary, int n, int row, int start) -> std::int32_t* {
+    if (row >= NvS || start + n > NvS) {
+      internal_error(p);
+      return nullptr;
+    }
+    std::int32_t* dc = b.out_of(d);
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = primary - d * NvS;
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
+    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
+    return dc + p.out.dup_loffs + start;
   };
   if (K <= kRegK) {
     for (int tok = b.tid; tok < nt; tok += kThreads) {
