@@ -73,7 +73,8 @@ __device__ __forceinline__ void trace_clock(const KernelParams& p, int k) {
 
 // Entry of both kernels: the debug stamps, the issue of this rank's epoch
 // load (the value is needed only after C1, so its latency overlaps it;
-// read it with epoch_of() later) and the block's view of the launch.
+// share_epoch() hands it to the block later) and the block's view of the
+// launch.
 struct Entry {
   Block b;
   unsigned epoch_now;  // thread 0's load of the rank's epoch; 0 elsewhere
@@ -87,6 +88,21 @@ __device__ __forceinline__ Entry enter_kernel(const KernelParams& p) {
   return Entry{Block{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
                      static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u},
                epoch_now};
+}
+
+// The launch's dynamic shared memory as int32 words (16-byte aligned).
+__device__ __forceinline__ int* dynamic_smem() {
+  extern __shared__ int4 smem4[];
+  return reinterpret_cast<int*>(smem4);
+}
+
+// Thread 0's epoch (enter_kernel) to every thread of the block; a block
+// barrier.
+__device__ __forceinline__ unsigned share_epoch(unsigned epoch_now) {
+  __shared__ unsigned s_epoch;
+  if (threadIdx.x == 0) s_epoch = epoch_now;
+  __syncthreads();
+  return s_epoch;
 }
 
 // Phase A of both kernels, the rank's blocks together (thread t0 of nthr):

@@ -481,9 +481,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
 }  // namespace
 
 __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant__ KernelParams p) {
-  extern __shared__ int4 smem4[];
-  int* sm = reinterpret_cast<int*>(smem4);
-  __shared__ unsigned s_epoch;
+  int* sm = dynamic_smem();
   const Entry entry = enter_kernel(p);
   Block b = entry.b;
   const unsigned epoch_now = entry.epoch_now;
@@ -512,9 +510,7 @@ __global__ void __launch_bounds__(kThreads, 3) plan_kernel(const __grid_constant
   for (int i = b.tid; i < kWarps * p.E; i += kThreads) s_hist[i] = 0;
   __syncthreads();
   c1_pass<false>(b, s, s_hist + b.warp * p.E);
-  if (b.tid == 0) s_epoch = epoch_now;
-  __syncthreads();
-  b.epoch = s_epoch;
+  b.epoch = share_epoch(epoch_now);
   const unsigned next = b.epoch + 1u;
   trace_point(p, 1);
   // Block totals: hist[e][w] (row padded to nwp, a multiple of 4) for the

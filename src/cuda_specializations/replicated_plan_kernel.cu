@@ -199,9 +199,7 @@ __device__ void store_layout(const Block& b, const Tables& t) {
 }  // namespace
 
 __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __grid_constant__ KernelParams p) {
-  extern __shared__ int4 smem4[];
-  int* sm = reinterpret_cast<int*>(smem4);
-  __shared__ unsigned s_epoch;
+  int* sm = dynamic_smem();
   const Entry entry = enter_kernel(p);
   Block b = entry.b;
   const unsigned epoch_now = entry.epoch_now;
@@ -270,9 +268,7 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
       }
     }
   }
-  if (b.tid == 0) s_epoch = epoch_now;
-  __syncthreads();
-  b.epoch = s_epoch;
+  b.epoch = share_epoch(epoch_now);
   const unsigned next = b.epoch + 1u;
   trace_point(p, 2);
 
