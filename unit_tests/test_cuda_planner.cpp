@@ -113,6 +113,16 @@ Routing make_routing(const Config& c, Shape shape, uint64_t seed) {
   return r;
 }
 
+// A planner with the blocks per rank and kernel given (every test that
+// forces a kernel runs with both).
+moonep::cuda::Planner planner_with(const Config& c, Kernel kernel,
+                                   int bpr = moonep::cuda::Options().blocks_per_rank) {
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  opt.kernel = kernel;
+  return moonep::cuda::Planner(c, opt);
+}
+
 // Plans with the GPU and the reference and requires identical plans, with
 // the kernel the planner picks (the replicated one wherever it fits) and
 // again with the rank-0 kernel forced, so both kernels see every case.
@@ -120,10 +130,7 @@ void require_matches_reference(const Config& c, const Routing& routing, int bpr,
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
   for (const Kernel kernel : {Kernel::automatic, Kernel::rank0_tables}) {
-    moonep::cuda::Options opt;
-    opt.blocks_per_rank = bpr;
-    opt.kernel = kernel;
-    moonep::cuda::Planner planner(c, opt);
+    moonep::cuda::Planner planner = planner_with(c, kernel, bpr);
     INFO(what << " " << moonep::describe(c) << " blocks_per_rank=" << bpr << " kernel "
               << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
               << planner.blocks_per_rank());
@@ -154,10 +161,7 @@ TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays 
   const Config c = Config{3, 12, 4, 40, 2, 4};
   const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Options opt;
-  opt.blocks_per_rank = 4;
-  opt.kernel = kernel;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
   REQUIRE(planner.kernel() == kernel);
   const Routing good = make_routing(c, Shape::skew, 3);
   DeviceRouting dr(c, good);
@@ -185,10 +189,7 @@ TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
   moonep::TokensPerExpert tpe = moonep::count_tokens_per_expert(c, routing);
   const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Options opt;
-  opt.blocks_per_rank = 3;
-  opt.kernel = kernel;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::Planner planner = planner_with(c, kernel, 3);
   REQUIRE(planner.kernel() == kernel);
   {
     DeviceRouting dr(c, routing, &tpe);
@@ -252,9 +253,7 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
   const Config c = Config{8, 128, 8, 2048, 16, 64};
   const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Options opt;
-  opt.kernel = kernel;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::Planner planner = planner_with(c, kernel);
   const Routing a = make_routing(c, Shape::skew, 1);
   const Routing b = make_routing(c, Shape::heavy, 2);
   const moonep::HostPlan ref_a = moonep::plan_reference(c, a), ref_b = moonep::plan_reference(c, b);
@@ -288,11 +287,9 @@ TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 ke
   const Routing routing = make_routing(wide, Shape::skew, 4);
   DeviceRouting dr(wide, routing);
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
-  moonep::cuda::Options forced;
-  forced.kernel = Kernel::replicated;
   std::string message;
   try {
-    moonep::cuda::Planner refused(wide, forced);
+    moonep::cuda::Planner refused = planner_with(wide, Kernel::replicated);
   } catch (const moonep::RuntimeError& e) {
     message = e.what();
   }
