@@ -1,42 +1,46 @@
 // The replicated-planning kernel: PLANNING.md steps 1-8 for R virtual ranks
 // on one GPU in one cooperative launch, with ONE cross-block barrier per
-// step. Every block of every rank owns a slice of its rank's tokens, and
-// every block computes the whole plan (steps 1-5, a few KB of tables) in
-// its own shared memory from the gathered counts, instead of rank 0
-// computing it and handing tables to the others (plan_kernel.cu). The
-// planning is redundant but short and local; what it removes is the serial
-// chain of hand-offs (counts -> rank 0 -> acum -> every rank's offsets ->
-// every block's staging) that dominated the rank-0 kernel's step.
+// step. Every block computes the whole plan (steps 1-5, a few KB of
+// tables) in its own shared memory from the gathered counts, instead of
+// rank 0 computing it and handing tables to the others (plan_kernel.cu).
+// The planning is redundant but short and local; what it removes is the
+// serial chain of hand-offs (counts -> rank 0 -> acum -> every rank's
+// offsets -> every block's staging) that dominated the rank-0 kernel's
+// step. Blocks 1..bpr-1 of a rank own a slice of its tokens each; block 0
+// (when bpr > 1) owns none, and stores the rank's full layout while the
+// others run C2.
 //
 // Per step, per block:
 //   A   prefill own share of the rank's src_info with -1 (block 0: zero the
-//       rank's dup_counts, the reservation counters others add to later);
-//       zero the shared tables.
+//       rank's dup_counts, the reservation counters others add to later).
 //   C1  one pass over the block's entries: per-warp histograms and each
-//       entry's rank among the warp's entries of its expert
-//       (__match_any_sync), kept in shared memory; block totals stored for
-//       later blocks' bases and added with atomics into the gathered
-//       tokens_per_expert (double-buffered by step parity); arrive at the
-//       one counter every block of every rank waits on. While waiting:
-//       fold the warp bases into the ranks and sort the block's entries
-//       by expert (slot key[e] + rank: a contiguous range per expert).
-//   B   after the barrier: load the gathered counts and the earlier blocks'
-//       totals (one round of independent loads), step 1 (cum, totals,
-//       load), step 2 (warp 0), step 3 (one warp per owner), acum, steps
-//       4-5 for every destination (one warp per destination). Block 0 of
-//       rank d stores d's cu_seqlens, zero-fill ranges, experts_to_copy and
-//       remote_stats.
+//       entry's rank among the warp's entries of its expert (a ballot per
+//       bit of the id: cheaper than __match_any_sync), in shared memory;
+//       block totals stored for later blocks' bases and added with atomics
+//       into the gathered tokens_per_expert (double-buffered by step
+//       parity); arrive at the one counter every block of every rank
+//       waits on. While waiting: zero the plan's tables, fold the warp
+//       bases into the ranks, sort the block's entries by expert (slot
+//       key[e] + rank: a contiguous range per expert).
+//   B   after the barrier: step 1 (the gathered counts: cum of the ranks
+//       before, totals, load), step 2 by warp 0 while the other warps add
+//       the earlier blocks' totals to the block's bases, step 3 (one warp
+//       per owner), acum, steps 4-5 over each destination's own and
+//       candidate experts only (one warp per destination). Block 0 of rank
+//       d stores d's experts_to_copy and remote_stats.
 //   C2  every entry's destination and loff (binary search over acum, then
 //       the expert offsets: both already in shared memory), step 7 per
 //       token, one dup-row reservation per destination, src_info stores in
 //       expert order (consecutive words per (expert, destination) run),
-//       dst, step 8 rows. The kernel's end publishes everything.
+//       dst, step 8 rows; block 0 stores cu_seqlens and the zero-fill
+//       ranges. The kernel's end publishes everything.
 //
 // A bad expert id is recorded in DeviceStatus and skipped everywhere;
 // every block passes the one barrier, so a bad step never hangs, and the
 // next step starts clean. The host uses this kernel when its shared memory
 // (which grows with E*R and with the entries per block) fits and all
 // R*bpr blocks are co-resident; plan_kernel.cu covers every other shape.
+// perf_tests/README_GPU.md has its measurements and the variants that lost.
 #include <climits>
 #include <cstdint>
 
