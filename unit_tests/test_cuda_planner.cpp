@@ -280,7 +280,7 @@ TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 ke
     REQUIRE(planner.blocks_per_rank() == 32);
     REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "replicated");
   }
-  // Tables of (2R + 5) * E words, here about 570 KB: no block holds them.
+  // Tables of about (2R + 7) * E words, here about 580 KB: no block holds them.
   const Config wide{32, 2048, 2, 64, 2, 4};
   moonep::cuda::Planner planner(wide);
   REQUIRE(planner.kernel() == Kernel::rank0_tables);

@@ -42,7 +42,7 @@ namespace moonep::cuda {
 // Which planning kernel runs a step (both give identical plans):
 // - replicated: every block computes the whole plan (steps 1-5) in its own
 //   shared memory after one barrier over all blocks. The fast path; needs
-//   the tables (about (2R + 5) * E words) and the block's entries in shared
+//   the tables (about (2R + 7) * E words) and the block's entries in shared
 //   memory.
 // - rank0_tables: rank 0 plans and publishes the tables, the other ranks
 //   wait for them. Covers every shape the device can hold.
