@@ -4,13 +4,16 @@
 // is an empty cooperative launch of the same grid (same blocks, threads and
 // shared memory). Every configuration is first checked against the
 // reference planner.
-// Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke]
+// Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke | --headline]
 //   steps        launches timed per figure (default 500)
 //   --csv FILE   also append one row per configuration at the default
 //                blocks_per_rank (backend cuda, world virtual; the floor as
 //                backend empty_launch) to FILE in the common perf_tests
 //                format (csv_report.hpp)
 //   --smoke      two small configurations, 20 steps, no phase trace
+//   --headline   only the headline configuration (blocks_per_rank 32, 16
+//                and the rank-0 kernel) and its phase trace: a quick A/B
+//                of a kernel change
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -142,7 +145,11 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "step 7 + dup reservations",
             "src_info + dst stores",
             "step 8 (dup rows)",
-            "block 0 layout out (end)"};
+            "block 0 layout out (end)",
+#ifdef MOONEP_CUDA_DIAG_STEP6_TWICE
+            "diag: step 6 first pass"
+#endif
+    };
   }
   return {"start",
           "C1 pass 1 (histograms)",
@@ -191,16 +198,29 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   std::printf("\nphase trace, %s, blocks_per_rank=%d, kernel %s (us since the first block started; first "
               "and last block to pass)\n", moonep::describe(c).c_str(), planner.blocks_per_rank(),
               moonep::cuda::kernel_name(planner.kernel()));
+  // Per point also what it took inside each block: the time since the
+  // block's previous stamp (median and slowest block), which the first /
+  // last columns (different blocks) do not say.
   for (int k = 0; k < npoints; ++k) {
     unsigned long long lo = ~0ull, hi = 0;
+    std::vector<double> took;
     for (int b = 0; b < blocks; ++b) {
       const unsigned long long v = t[b * stride + k];
       if (v == 0 || v < t0) continue;  // this block does not pass this point
       lo = std::min(lo, v);
       hi = std::max(hi, v);
+      unsigned long long prev = 0;
+      for (int j = 0; j < npoints; ++j) {
+        const unsigned long long u = t[b * stride + j];
+        if (j != k && u >= t0 && u <= v && u > prev) prev = u;
+      }
+      if (prev > 0) took.push_back((v - prev) / 1000.0);
     }
     if (hi == 0) continue;
-    std::printf("  %2d %-34s first %7.2f  last %7.2f\n", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
+    std::sort(took.begin(), took.end());
+    std::printf("  %2d %-34s first %7.2f  last %7.2f", k, names[k], (lo - t0) / 1000.0, (hi - t0) / 1000.0);
+    if (!took.empty()) std::printf("  took: median %5.2f  max %5.2f", took[took.size() / 2], took.back());
+    std::printf("\n");
   }
   // Blocks per SM (slot stride - 3: the SM id, where the kernel stamps it).
   std::vector<int> per_sm(1024, 0);
@@ -214,7 +234,8 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
               hist[4] + hist[5] + hist[6] + hist[7]);
   std::vector<double> mhz;
   for (int b = 0; b < blocks; ++b) {
-    const unsigned long long ns = t[b * stride + npoints - 1] - t[b * stride];
+    const int end = planner.kernel() == moonep::cuda::Kernel::replicated ? 14 : npoints - 1;
+    const unsigned long long ns = t[b * stride + end] - t[b * stride];
     const unsigned long long clk = t[b * stride + stride - 1] - t[b * stride + stride - 2];
     if (ns > 0 && t[b * stride + stride - 1] > t[b * stride + stride - 2]) mhz.push_back(1000.0 * clk / ns);
   }
@@ -231,14 +252,15 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
 int main(int argc, char** argv) {
   int steps = 500;
   std::string csv;
-  bool smoke = false;
+  bool smoke = false, headline = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) csv = argv[++i];
     else if (a == "--smoke") smoke = true;
+    else if (a == "--headline") headline = true;
     else if (!a.empty() && a[0] != '-' && std::atoi(a.c_str()) > 0) steps = std::atoi(a.c_str());
     else {
-      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke])\n", a.c_str());
+      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline])\n", a.c_str());
       return 2;
     }
   }
@@ -252,8 +274,8 @@ int main(int argc, char** argv) {
   int dev = 0;
   ok(cudaGetDevice(&dev), "device");
   ok(cudaGetDeviceProperties(&prop, dev), "props");
-  std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps\n", prop.name,
-              prop.multiProcessorCount, steps);
+  std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps; %d threads per block\n",
+              prop.name, prop.multiProcessorCount, steps, moonep::cuda::Planner::threads_per_block());
   const moonep::Config head = moonep::Config{8, 256, 8, 4096, 32, 128};
   using moonep::cuda::Kernel;
   struct Point {
@@ -278,13 +300,15 @@ int main(int argc, char** argv) {
       {moonep::Config{16, 256, 8, 4096, 32, 128}, 16, Kernel::automatic},
       {moonep::Config{4, 256, 8, 4096, 32, 128}, 32, Kernel::automatic},
   };
+  const std::vector<Point> headline_configs = {
+      {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::rank0_tables}};
   std::vector<Row> rows;
   try {
     if (!smoke) {
       trace(head, 32, Kernel::automatic);
-      trace(head, 32, Kernel::rank0_tables);
+      if (!headline) trace(head, 32, Kernel::rank0_tables);
     }
-    for (const auto& c : smoke ? smoke_configs : full_configs) {
+    for (const auto& c : smoke ? smoke_configs : headline ? headline_configs : full_configs) {
       rows.push_back(bench(c.c, c.bpr, c.kernel, steps));
       rows.back().requested_bpr = c.bpr;
     }

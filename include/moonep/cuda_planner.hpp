@@ -121,7 +121,7 @@ class Planner {
   const Config& config() const;
   int blocks_per_rank() const;  // after any lowering for co-residency
   Kernel kernel() const;        // the kernel chosen (never automatic)
-  int threads_per_block() const;
+  static int threads_per_block();
   // Enqueues an empty cooperative launch of the same grid and block size:
   // the floor the planning step is measured against.
   void launch_empty(cudaStream_t stream);

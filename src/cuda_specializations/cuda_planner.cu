@@ -309,7 +309,7 @@ const char* kernel_name(Kernel k) {
   }
   return "automatic";
 }
-int Planner::threads_per_block() const { return impl::kThreads; }
+int Planner::threads_per_block() { return impl::kThreads; }
 const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
 namespace {

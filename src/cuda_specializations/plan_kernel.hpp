@@ -16,7 +16,19 @@
 
 namespace moonep::cuda::impl {
 
-inline constexpr int kThreads = 256;          // threads per block
+// Threads per block and the fewest blocks per SM the kernels are compiled
+// for (__launch_bounds__: registers per thread <= 64K / (threads * blocks)).
+// Build-time knobs, for measuring other shapes; the defaults are the
+// measured best.
+#ifndef MOONEP_CUDA_BLOCK_THREADS
+#define MOONEP_CUDA_BLOCK_THREADS 256
+#endif
+#ifndef MOONEP_CUDA_MIN_BLOCKS_PER_SM
+#define MOONEP_CUDA_MIN_BLOCKS_PER_SM 3
+#endif
+inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
+inline constexpr int kMinBlocksPerSM = MOONEP_CUDA_MIN_BLOCKS_PER_SM;
+static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
