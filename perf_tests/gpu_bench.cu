@@ -146,10 +146,7 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "src_info + dst stores",
             "step 8 (dup rows)",
             "block 0 layout out (end)",
-#ifdef MOONEP_CUDA_DIAG_STEP6_TWICE
-            "diag: step 6 first pass"
-#endif
-    };
+            "own work before the wait done"};
   }
   return {"start",
           "C1 pass 1 (histograms)",

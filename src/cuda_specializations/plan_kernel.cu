@@ -480,7 +480,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
 
 }  // namespace
 
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) plan_kernel(const __grid_constant__ KernelParams p) {
+__global__ void MOONEP_KERNEL_BOUNDS plan_kernel(const __grid_constant__ KernelParams p) {
   int* sm = dynamic_smem();
   const Entry entry = enter_kernel(p);
   Block b = entry.b;

@@ -26,6 +26,13 @@ namespace moonep::cuda::impl {
 #ifndef MOONEP_CUDA_MIN_BLOCKS_PER_SM
 #define MOONEP_CUDA_MIN_BLOCKS_PER_SM 3
 #endif
+// MOONEP_CUDA_MAX_REGS, when defined, caps registers per thread instead
+// (__maxnreg__; it cannot be combined with a minimum of blocks per SM).
+#ifdef MOONEP_CUDA_MAX_REGS
+#define MOONEP_KERNEL_BOUNDS __maxnreg__(MOONEP_CUDA_MAX_REGS)
+#else
+#define MOONEP_KERNEL_BOUNDS __launch_bounds__(MOONEP_CUDA_BLOCK_THREADS, MOONEP_CUDA_MIN_BLOCKS_PER_SM)
+#endif
 inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
 inline constexpr int kMinBlocksPerSM = MOONEP_CUDA_MIN_BLOCKS_PER_SM;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");

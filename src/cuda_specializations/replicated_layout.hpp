@@ -14,7 +14,7 @@ namespace moonep::cuda::impl {
 constexpr int mark_words(int E) { return (E + 31) / 32; }
 
 struct ReplicatedLayout {
-  std::int64_t ent, pos, sorted, dd, mask;  // per entry / token of the block
+  std::int64_t ent, pos, sorted, sexp, dd, mask;  // per entry / token of the block
   std::int64_t base, key, rem;              // per expert
   std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
   std::int64_t acum, cand, cslot, etc, mark;  // the plan's tables
@@ -33,6 +33,7 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   l.ent = at; at += round_up4(ne);
   l.pos = at; at += round_up4(ne);
   l.sorted = at; at += round_up4(ne);
+  l.sexp = at; at += round_up4(ne);
   l.dd = at; at += round_up4(ne);
   l.mask = at; at += round_up4(block_tokens);
   l.base = at; at += round_up4(e);

@@ -54,8 +54,9 @@ namespace {
 // Shared memory of one block, carved as replicated_layout.hpp sizes it.
 struct Tables {
   int* ent;       // [ne] expert of each entry (-1: bad id)
-  int* pos;       // [ne] rank among the block's entries of its expert; then dst
+  int* pos;       // [ne] rank among the warp's entries of its expert (C1); then dst
   int* sorted;    // [ne] entries in expert order (-1: no entry)
+  int* sexp;      // [ne] expert of each slot of `sorted`
   int* dd;        // [ne] destination rank of each entry
   unsigned* mask; // [nt] step 7 primaries with duplicates
   int* base;      // [E] rank-wide index of the block's first entry of e
@@ -76,6 +77,7 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.ent = sm + l.ent;
   t.pos = sm + l.pos;
   t.sorted = sm + l.sorted;
+  t.sexp = sm + l.sexp;
   t.dd = sm + l.dd;
   t.mask = reinterpret_cast<unsigned*>(sm + l.mask);
   t.base = sm + l.base;
@@ -202,7 +204,7 @@ __device__ void store_layout(const Block& b, const Tables& t) {
 
 }  // namespace
 
-__global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __grid_constant__ KernelParams p) {
+__global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constant__ KernelParams p) {
   int* sm = dynamic_smem();
   const Entry entry = enter_kernel(p);
   Block b = entry.b;
@@ -329,12 +331,19 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     __syncthreads();
     for (i64 i = s.ws0 + b.lane; i < s.ws1; i += 32) {
       const int li = static_cast<int>(i - i0), e = t.ent[li];
-      if (e < 0) continue;
-      const int r = t.hist[b.warp * E + e] + t.pos[li];
-      t.pos[li] = r;
-      const int slot = t.key[e] + r;
-      if (slot < ne) t.sorted[slot] = li;
-      else internal_error(p);
+      if (e < 0) {
+        // A bad id: no slot, no destination (step 6 walks slots only).
+        t.dd[li] = -1;
+        t.pos[li] = -1;
+        continue;
+      }
+      const int slot = t.key[e] + t.hist[b.warp * E + e] + t.pos[li];
+      if (slot < ne) {
+        t.sorted[slot] = li;
+        t.sexp[slot] = e;
+      } else {
+        internal_error(p);
+      }
     }
   }
   if (b.rank == 0) {
@@ -342,6 +351,10 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
     // before (an earlier launch); zero them for the step after.
     std::int32_t* other = b.tpe_all(next);
     for (i64 i = t0; i < static_cast<i64>(R) * E; i += nthr) other[i] = 0;
+  }
+  if (p.trace) {  // the debug trace only: when the block's own work before the wait is done
+    __syncthreads();
+    trace_point(p, 15);
   }
   wait_counter(sys, gather, all_blocks * next);
   trace_point(p, 4);
@@ -444,25 +457,31 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   trace_point(p, 9);
 
   // ---- C2 ----------------------------------------------------------------------
-  // Step 6: destination d (first with acum[e][d] > G), loff, dst.
-  for (int li = b.tid; li < ne; li += kThreads) {
-    const int e = t.ent[li];
+  // Step 6 in expert order (slot j of `sorted`; its rank among the block's
+  // entries of e is j - key[e]): destination d (first with acum[e][d] > G),
+  // loff, dst, and the src_info store, where a run of one expert's entries
+  // bound for one destination lands on consecutive words. Neighbouring
+  // lanes mostly share an expert, so the table lookups are broadcasts
+  // rather than bank conflicts.
+  for (int j = b.tid; j < ne; j += kThreads) {
+    const int li = t.sorted[j];
+    if (li < 0) continue;
+    const int e = t.sexp[j];
+    const int G = t.base[e] + j - t.key[e];
+    const int* a = t.acum + e * as;
+    int lo = 0, hi = R;
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (a[mid] > G) hi = mid; else lo = mid + 1;
+    }
+    const int loff = lo < R ? eoff[lo * E + e] + G - (lo > 0 ? a[lo - 1] : 0) : -1;
     int d = -1, x = -1;
-    if (e >= 0) {
-      const int G = t.base[e] + t.pos[li];
-      const int* a = t.acum + e * as;
-      int lo = 0, hi = R;
-      while (lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (a[mid] > G) hi = mid; else lo = mid + 1;
-      }
-      const int loff = lo < R ? eoff[lo * E + e] + G - (lo > 0 ? a[lo - 1] : 0) : -1;
-      if (loff >= 0 && loff < NvS) {
-        d = lo;
-        x = d * NvS + loff;
-      } else {
-        internal_error(p);
-      }
+    if (loff >= 0 && loff < NvS) {
+      d = lo;
+      x = d * NvS + loff;
+      b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
+    } else {
+      internal_error(p);
     }
     t.dd[li] = d;
     t.pos[li] = x;
@@ -474,17 +493,6 @@ __global__ void __launch_bounds__(kThreads, 3) replicated_plan_kernel(const __gr
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
   trace_point(p, 11);
-  // src_info in expert order: a run of one expert's entries bound for one
-  // destination lands on consecutive words.
-  for (int j = b.tid; j < ne; j += kThreads) {
-    const int li = t.sorted[j];
-    if (li < 0) continue;
-    const int d = t.dd[li];
-    if (d < 0) continue;
-    const int x = s_dst[li];
-    const int loff = (x < 0 ? -x - 1 : x) - d * NvS;
-    b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
-  }
   {
     std::int32_t* out_dst = b.out() + p.out.dst + i0;
     for (int li = b.tid; li < ne; li += kThreads) out_dst[li] = s_dst[li];
