@@ -438,8 +438,12 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
           int n = 0;
 #pragma unroll
           for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
+#ifndef MOONEP_CUDA_DIAG_NO_STEP7_ATOMICS
           atomicAdd(&s_ng[dd[kp]], 1);
           atomicAdd(&s_nl[dd[kp]], n);
+#else
+          s_mask[tok] = n;
+#endif
         }
       }
       s_mask[tok] = mask;
@@ -479,9 +483,13 @@ __device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_n
   if (b.tid < b.p.R) {
     const int ng = s_ng[b.tid], nl = s_nl[b.tid];
     if (ng > 0) {
-      int* cnt = b.out_of(b.tid) + b.p.out.dup_counts;
-      res.rows = atomicAdd(cnt, ng);
-      res.loffs = atomicAdd(cnt + 1, nl);
+      // (rows, loffs) as one 64-bit word (rows low; offsets are multiples
+      // of 4 words, so it is aligned): one atomic, one round trip.
+      auto* cnt = reinterpret_cast<unsigned long long*>(b.out_of(b.tid) + b.p.out.dup_counts);
+      const unsigned long long old =
+          atomicAdd(cnt, (static_cast<unsigned long long>(nl) << 32) | static_cast<unsigned>(ng));
+      res.rows = static_cast<int>(old & 0xffffffffull);
+      res.loffs = static_cast<int>(old >> 32);
     }
     s_ng[b.tid] = 0;
     s_nl[b.tid] = 0;

@@ -178,7 +178,10 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
 
 // Step 5 outputs of this block's rank d (block 0 only): cu_seqlens and the
 // zero-fill ranges over all E+B groups, each thread a contiguous run of
-// groups, one block-wide scan.
+// groups, one block-wide scan. Also src_info -1 in every slot no entry
+// lands on this step: each group's padding and the tail after the last
+// group (entry slots are all written by step 6, of some rank's blocks), so
+// no block prefills the whole src_info before the barrier.
 __device__ void store_layout(const Block& b, const Tables& t) {
   const KernelParams& p = b.p;
   const int E = p.E, B = p.B, tp = p.tp, as = acum_stride(p.R), d = b.rank;
@@ -196,10 +199,20 @@ __device__ void store_layout(const Block& b, const Tables& t) {
   }
   int start = block_exclusive_scan(sum, t.scan);
   std::int32_t* od = b.out();
+  std::int32_t* si = od + p.out.src_info;
   for (int g = g0; g < g1; ++g) {
     const int ex = expert_of(g);
-    start = store_group(p, od, g, start, ex >= 0 ? alloc_of(t, as, ex, d) : 0);
+    const int count = ex >= 0 ? alloc_of(t, as, ex, d) : 0;
+    const int end = store_group(p, od, g, start, count);
+    for (int x = start + count; x < end; ++x) si[x] = -1;
+    start = end;
   }
+  // The tail: from the end of the last group (its thread knows it) to NvS.
+  if (g1 == G && g0 < G) t.scan[0] = start;
+  if (G == 0 && b.tid == 0) t.scan[0] = 0;
+  __syncthreads();
+  const int used = t.scan[0];
+  for (int x = used + b.tid; x < p.NvS; x += kThreads) si[x] = -1;
 }
 
 }  // namespace
@@ -235,7 +248,14 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Other ranks write into this rank's src_info and reserve on its
   // dup_counts only after the barrier, which is after this block's
   // arrival (a release).
-  prefill_outputs(b, t0, nthr);
+  // dup_counts zeroed (they are this step's reservation counters); other
+  // ranks reserve on them only after the barrier, which follows this
+  // block's arrival (a release). src_info needs no prefill: store_layout
+  // writes -1 exactly where no entry lands.
+  if (b.lb == 0 && b.tid == 0) {
+    b.out()[p.out.dup_counts] = 0;
+    b.out()[p.out.dup_counts + 1] = 0;
+  }
   for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
   __syncthreads();
   trace_point(p, 1);
