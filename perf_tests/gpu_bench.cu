@@ -14,6 +14,9 @@
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
 //                and the rank-0 kernel) and its phase trace: a quick A/B
 //                of a kernel change
+//   --profile BPR  only `steps` planning steps of the headline at
+//                blocks_per_rank BPR, untimed: for a profiler, e.g.
+//                ncu -k regex:replicated --launch-skip 10 --launch-count 1
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -120,6 +123,26 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   for (auto* p : d) cudaFree(p);
   cudaStreamDestroy(s);
   return row;
+}
+
+// `steps` untimed planning steps (for a profiler), checked at the end.
+void profile(const moonep::Config& c, int bpr, int steps) {
+  moonep::cuda::Options opt;
+  opt.blocks_per_rank = bpr;
+  moonep::cuda::Planner planner(c, opt);
+  const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
+  std::vector<int32_t*> d(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
+    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
+  }
+  for (int i = 0; i < steps; ++i) planner.plan(d.data(), nullptr, nullptr);
+  const bool same =
+      moonep::plan_difference(planner.copy_out(nullptr), moonep::plan_reference(c, routing)).empty();
+  std::printf("profile: %s, blocks_per_rank %d, kernel %s, %d steps, plan %s\n", moonep::describe(c).c_str(),
+              planner.blocks_per_rank(), moonep::cuda::kernel_name(planner.kernel()), steps,
+              same ? "equal to the reference" : "DIFFERENT from the reference");
+  for (auto* p : d) cudaFree(p);
 }
 
 // Where a step's time goes: %globaltimer stamps at the kernel's phase
@@ -250,14 +273,16 @@ int main(int argc, char** argv) {
   int steps = 500;
   std::string csv;
   bool smoke = false, headline = false;
+  int profile_bpr = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) csv = argv[++i];
     else if (a == "--smoke") smoke = true;
     else if (a == "--headline") headline = true;
+    else if (a == "--profile" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) profile_bpr = std::atoi(argv[++i]);
     else if (!a.empty() && a[0] != '-' && std::atoi(a.c_str()) > 0) steps = std::atoi(a.c_str());
     else {
-      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline])\n", a.c_str());
+      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline | --profile BPR])\n", a.c_str());
       return 2;
     }
   }
@@ -297,6 +322,15 @@ int main(int argc, char** argv) {
       {moonep::Config{16, 256, 8, 4096, 32, 128}, 16, Kernel::automatic},
       {moonep::Config{4, 256, 8, 4096, 32, 128}, 32, Kernel::automatic},
   };
+  if (profile_bpr > 0) {
+    try {
+      profile(head, profile_bpr, steps);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   const std::vector<Point> headline_configs = {
       {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::rank0_tables}};
   std::vector<Row> rows;

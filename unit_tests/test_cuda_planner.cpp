@@ -5,6 +5,7 @@
 // compute-sanitizer.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -272,12 +273,16 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
 
 TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 kernel elsewhere",
           "[cuda]") {
-  // The headline shape: the replicated kernel, at the blocks asked for.
+  // The headline shape: the replicated kernel, at the blocks asked for
+  // (32 by default) or fewer: one block per SM, R*bpr blocks in all.
   const Config head{8, 256, 8, 4096, 32, 128};
   {
+    int dev = 0, sms = 0;
+    REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
     moonep::cuda::Planner planner(head);
     REQUIRE(planner.kernel() == Kernel::replicated);
-    REQUIRE(planner.blocks_per_rank() == 32);
+    REQUIRE(planner.blocks_per_rank() == std::min(32, sms / head.ranks));
     REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "replicated");
   }
   // Tables of about (2R + 7) * E words, here about 580 KB: no block holds them.

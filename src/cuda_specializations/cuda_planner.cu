@@ -138,11 +138,16 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   const i64 max_rank0 = max_dynamic_of(rank0_func), max_repl = max_dynamic_of(repl_func);
   max_dynamic_of(reinterpret_cast<const void*>(impl::empty_kernel));
   // Blocks co-resident on the whole GPU for a kernel and its shared memory:
-  // all R*bpr blocks must be, for the software barriers.
+  // all R*bpr blocks must be, for the software barriers. The replicated
+  // kernel takes at most kReplicatedBlocksPerSM of them per SM (its blocks
+  // plan redundantly; see plan_kernel.hpp).
   auto resident_with = [&](const void* f, i64 smem) {
     int per_sm = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, impl::kThreads, static_cast<size_t>(smem)),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (f == reinterpret_cast<const void*>(impl::replicated_plan_kernel)) {
+      per_sm = std::min(per_sm, impl::kReplicatedBlocksPerSM);
+    }
     return static_cast<i64>(per_sm) * prop.multiProcessorCount;
   };
 

@@ -409,42 +409,43 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
 __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
                             int* s_nl) {
   const int K = b.p.K;
-  if (K <= kRegK) {
-    // Registers; one shared atomic pair per primary (not per duplicate).
+  if (K <= kRegK && b.p.R <= 32) {
+    // Registers and bitmasks over destinations (R <= 32); every loop over
+    // a token's entries is either a short unrolled scan of compares or a
+    // rolled loop over set bits, so the code stays small: steps 7-8 run
+    // once per launch, and a large unrolled body stalled on instruction
+    // fetch (ncu, device run 23).
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       int dd[kRegK];
       load_token(s_d + base, K, dd);
-      unsigned mask = 0, dups = 0;  // primaries with duplicates; the duplicates
+      unsigned seen = 0, dupdest = 0, dups = 0;  // destinations seen / with duplicates; duplicate entries
 #pragma unroll
-      for (int k = 1; k < kRegK; ++k) {
-        bool dup = false;
-#pragma unroll
-        for (int k2 = 0; k2 < k; ++k2) {
-          if (!dup && dd[k] >= 0 && dd[k2] == dd[k]) {
-            dup = true;
-            mask |= 1u << k2;
-          }
+      for (int k = 0; k < kRegK; ++k) {
+        const unsigned bit = dd[k] >= 0 ? 1u << dd[k] : 0u;
+        if (seen & bit) {
+          dups |= 1u << k;
+          dupdest |= bit;
         }
-        if (dup) dups |= 1u << k;
+        seen |= bit;
       }
+      unsigned mask = 0;  // primaries with duplicates: first entries of a destination in dupdest
 #pragma unroll
-      for (int k = 1; k < kRegK; ++k) {
-        if ((dups >> k) & 1u) s_x[base + k] = -s_x[base + k] - 1;
+      for (int k = 0; k < kRegK; ++k) {
+        const unsigned bit = dd[k] >= 0 ? 1u << dd[k] : 0u;
+        if (!((dups >> k) & 1u) && (dupdest & bit)) mask |= 1u << k;
       }
+      for (unsigned m = dups; m; m &= m - 1u) {
+        const int k = __ffs(m) - 1;
+        s_x[base + k] = -s_x[base + k] - 1;
+      }
+      for (unsigned m = mask; m; m &= m - 1u) {
+        const int d = s_d[base + __ffs(m) - 1];
+        int n = 0;
 #pragma unroll
-      for (int kp = 0; kp < kRegK - 1; ++kp) {
-        if ((mask >> kp) & 1u) {
-          int n = 0;
-#pragma unroll
-          for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == dd[kp] ? 1 : 0;
-#ifndef MOONEP_CUDA_DIAG_NO_STEP7_ATOMICS
-          atomicAdd(&s_ng[dd[kp]], 1);
-          atomicAdd(&s_nl[dd[kp]], n);
-#else
-          s_mask[tok] = n;
-#endif
-        }
+        for (int k = 0; k < kRegK; ++k) n += ((dups >> k) & 1u) && dd[k] == d ? 1 : 0;
+        atomicAdd(&s_ng[d], 1);
+        atomicAdd(&s_nl[d], n);
       }
       s_mask[tok] = mask;
     }
@@ -516,29 +517,28 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
     dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
     return dc + p.out.dup_loffs + start;
   };
-  if (K <= kRegK) {
+  if (K <= kRegK && p.R <= 32) {
+    // One rolled body per primary (see step7_dedup): its duplicates are a
+    // bitmask of later entries with the same destination.
     for (int tok = b.tid; tok < nt; tok += kThreads) {
-      const unsigned mask = s_mask[tok];
+      unsigned mask = s_mask[tok];
       if (!mask) continue;
       const int base = tok * K;
-      int dd[kRegK], vv[kRegK];
+      int dd[kRegK];
       load_token(s_d + base, K, dd);
-      load_token(s_dst + base, K, vv);
+      for (; mask; mask &= mask - 1u) {
+        const int kp = __ffs(mask) - 1;
+        const int d = s_d[base + kp];
+        unsigned later = 0;
 #pragma unroll
-      for (int kp = 0; kp < kRegK - 1; ++kp) {
-        if (!((mask >> kp) & 1u)) continue;
-        const int d = dd[kp];
-        int n = 0;
-#pragma unroll
-        for (int k = kp + 1; k < kRegK; ++k) n += dd[k] == d ? 1 : 0;
+        for (int k = 0; k < kRegK; ++k) later |= (k > kp && dd[k] == d) ? 1u << k : 0u;
+        const int n = __popc(later);
         const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
         const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-        std::int32_t* out = emit(d, vv[kp], n, row, start);
+        std::int32_t* out = emit(d, s_dst[base + kp], n, row, start);
         if (!out) continue;
-        int j = 0;
-#pragma unroll
-        for (int k = kp + 1; k < kRegK; ++k) {
-          if (dd[k] == d) out[j++] = (-vv[k] - 1) - d * NvS;
+        for (int j = 0; later; later &= later - 1u, ++j) {
+          out[j] = (-s_dst[base + __ffs(later) - 1] - 1) - d * NvS;
         }
       }
     }

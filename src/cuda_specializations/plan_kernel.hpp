@@ -16,25 +16,29 @@
 
 namespace moonep::cuda::impl {
 
-// Threads per block and the fewest blocks per SM the kernels are compiled
-// for (__launch_bounds__: registers per thread <= 64K / (threads * blocks)).
-// Build-time knobs, for measuring other shapes; the defaults are the
-// measured best.
+// Threads per block, and the register cap per thread both kernels are
+// compiled with (__maxnreg__): 512 threads at 64 registers, measured on an
+// H200 (perf_tests/README_GPU.md, device runs 20-23) against 256, 384, 768
+// and 1024 threads and against 80, 96 and 104+ registers. Build-time knobs,
+// for measuring other shapes.
 #ifndef MOONEP_CUDA_BLOCK_THREADS
-#define MOONEP_CUDA_BLOCK_THREADS 256
+#define MOONEP_CUDA_BLOCK_THREADS 512
 #endif
-#ifndef MOONEP_CUDA_MIN_BLOCKS_PER_SM
-#define MOONEP_CUDA_MIN_BLOCKS_PER_SM 3
+#ifndef MOONEP_CUDA_MAX_REGS
+#define MOONEP_CUDA_MAX_REGS 64
 #endif
-// MOONEP_CUDA_MAX_REGS, when defined, caps registers per thread instead
-// (__maxnreg__; it cannot be combined with a minimum of blocks per SM).
-#ifdef MOONEP_CUDA_MAX_REGS
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
 #define MOONEP_KERNEL_BOUNDS __maxnreg__(MOONEP_CUDA_MAX_REGS)
-#else
-#define MOONEP_KERNEL_BOUNDS __launch_bounds__(MOONEP_CUDA_BLOCK_THREADS, MOONEP_CUDA_MIN_BLOCKS_PER_SM)
+#else  // no __maxnreg__ before CUDA 12.4: the same cap through the blocks per SM it allows
+#define MOONEP_KERNEL_BOUNDS \
+  __launch_bounds__(MOONEP_CUDA_BLOCK_THREADS, 65536 / (MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS))
 #endif
 inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
-inline constexpr int kMinBlocksPerSM = MOONEP_CUDA_MIN_BLOCKS_PER_SM;
+// The replicated kernel runs at most this many blocks per SM: its blocks
+// all plan the step redundantly and read the same gathered counts, and two
+// of them on one SM were 2 us slower than one block per SM with half as
+// many blocks (runs 20-22).
+inline constexpr int kReplicatedBlocksPerSM = 1;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
