@@ -51,9 +51,12 @@ enum class Kernel { automatic, replicated, rank0_tables };
 const char* kernel_name(Kernel k);  // "replicated", "rank0_tables", "automatic"
 
 struct Options {
-  // Blocks of the cooperative launch per rank. With virtual ranks the
-  // planner lowers it when R*blocks_per_rank blocks cannot all be resident
-  // on the GPU at once (see Planner::blocks_per_rank()).
+  // Blocks (of threads_per_block() threads, 512) of the cooperative launch
+  // per rank. With virtual ranks the planner lowers it until all
+  // R*blocks_per_rank blocks are resident on the GPU at once, and for the
+  // replicated kernel until they take at most one SM each (its blocks all
+  // plan the step: two per SM were slower than half as many blocks); e.g.
+  // 16 for 8 ranks on a 132-SM H200 (see Planner::blocks_per_rank()).
   int blocks_per_rank = 32;
   // Planning kernel; forcing one that cannot run this shape throws
   // RuntimeError from the constructor, naming the limit.
@@ -121,7 +124,7 @@ class Planner {
   const Config& config() const;
   int blocks_per_rank() const;  // after any lowering for co-residency
   Kernel kernel() const;        // the kernel chosen (never automatic)
-  static int threads_per_block();
+  static int threads_per_block();  // 512 (a build-time constant)
   // Enqueues an empty cooperative launch of the same grid and block size:
   // the floor the planning step is measured against.
   void launch_empty(cudaStream_t stream);

@@ -71,6 +71,18 @@ __host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int til
 // key [E], count [E], scan scratch [kWarps].
 __host__ __device__ inline std::int64_t key_words(int E) { return 2LL * E + kWarps; }
 
+// Phase A, the rank's blocks together (thread t0 of nthr): src_info all -1
+// (slots no entry lands on stay -1) and dup_counts zeroed. Other ranks
+// write into these only after the barrier that follows this block's
+// arrival (a release).
+__device__ __forceinline__ void prefill_outputs(const Block& b, i64 t0, i64 nthr) {
+  const KernelParams& p = b.p;
+  const i64 nvs4 = (p.NvS + 3) & ~3;
+  int4* si = reinterpret_cast<int4*>(b.out() + p.out.src_info);
+  for (i64 q = t0; q < nvs4 / 4; q += nthr) si[q] = make_int4(-1, -1, -1, -1);
+  zero_dup_counts(b);
+}
+
 // ---- Phase B, steps 1-3 (block 0 of rank 0) -------------------------------
 __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   const KernelParams& p = b.p;

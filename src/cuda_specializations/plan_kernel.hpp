@@ -18,7 +18,7 @@ namespace moonep::cuda::impl {
 
 // Threads per block, and the register cap per thread both kernels are
 // compiled with (__maxnreg__): 512 threads at 64 registers, measured on an
-// H200 (perf_tests/README_GPU.md, device runs 20-23) against 256, 384, 768
+// H200 (perf_tests/README_GPU.md, device runs 20-24) against 256, 384, 768
 // and 1024 threads and against 80, 96 and 104+ registers. Build-time knobs,
 // for measuring other shapes.
 #ifndef MOONEP_CUDA_BLOCK_THREADS
@@ -37,7 +37,7 @@ inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
 // The replicated kernel runs at most this many blocks per SM: its blocks
 // all plan the step redundantly and read the same gathered counts, and two
 // of them on one SM were 2 us slower than one block per SM with half as
-// many blocks (runs 20-22).
+// many blocks (device runs 20-22).
 inline constexpr int kReplicatedBlocksPerSM = 1;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
 inline constexpr int kWarps = kThreads / 32;  // warps per block

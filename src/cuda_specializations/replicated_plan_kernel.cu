@@ -11,30 +11,33 @@
 // others run C2.
 //
 // Per step, per block:
-//   A   prefill own share of the rank's src_info with -1 (block 0: zero the
-//       rank's dup_counts, the reservation counters others add to later).
+//   A   zero the per-warp histograms (block 0: zero the rank's dup_counts,
+//       the reservation counters others add to later). No src_info
+//       prefill: block 0 writes -1 exactly where no entry lands (C2).
 //   C1  one pass over the block's entries: per-warp histograms and each
 //       entry's rank among the warp's entries of its expert (a ballot per
 //       bit of the id: cheaper than __match_any_sync), in shared memory;
 //       block totals stored for later blocks' bases and added with atomics
 //       into the gathered tokens_per_expert (double-buffered by step
 //       parity); arrive at the one counter every block of every rank
-//       waits on. While waiting: zero the plan's tables, fold the warp
-//       bases into the ranks, sort the block's entries by expert (slot
-//       key[e] + rank: a contiguous range per expert).
+//       waits on. While waiting: zero the plan's tables and sort the
+//       block's entries by expert (slot key[e] + warp base + rank: a
+//       contiguous range per expert, `sorted` / `sexp`).
 //   B   after the barrier: step 1 (the gathered counts: cum of the ranks
 //       before, totals, load), step 2 by warp 0 while the other warps add
 //       the earlier blocks' totals to the block's bases, step 3 (one warp
 //       per owner), acum, steps 4-5 over each destination's own and
 //       candidate experts only (one warp per destination). Block 0 of rank
 //       d stores d's experts_to_copy and remote_stats.
-//   C2  every entry's destination and loff (binary search over acum, then
-//       the expert offsets: both already in shared memory), step 7 per
-//       token, one dup-row reservation per destination, src_info stores in
-//       expert order (consecutive words per (expert, destination) run),
-//       dst, step 8 rows; block 0 stores cu_seqlens and the zero-fill
-//       ranges. The kernel's end publishes everything.
+//   C2  step 6 over the entries in expert order: destination and loff
+//       (search of acum, the expert offsets: both in shared memory) and
+//       the src_info store (consecutive words per (expert, destination)
+//       run); step 7 per token, one dup-row reservation per destination,
+//       dst, step 8 rows; block 0 stores cu_seqlens, the zero-fill ranges
+//       and src_info -1 in the padding and tail slots. The kernel's end
+//       publishes everything.
 //
+// The host launches one block per SM at most (plan_kernel.hpp says why).
 // A bad expert id is recorded in DeviceStatus and skipped everywhere;
 // every block passes the one barrier, so a bad step never hangs, and the
 // next step starts clean. The host uses this kernel when its shared memory
@@ -248,14 +251,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Other ranks write into this rank's src_info and reserve on its
   // dup_counts only after the barrier, which is after this block's
   // arrival (a release).
-  // dup_counts zeroed (they are this step's reservation counters); other
-  // ranks reserve on them only after the barrier, which follows this
-  // block's arrival (a release). src_info needs no prefill: store_layout
-  // writes -1 exactly where no entry lands.
-  if (b.lb == 0 && b.tid == 0) {
-    b.out()[p.out.dup_counts] = 0;
-    b.out()[p.out.dup_counts + 1] = 0;
-  }
+  // src_info needs no prefill: store_layout writes -1 exactly where no
+  // entry lands.
+  zero_dup_counts(b);
   for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
   __syncthreads();
   trace_point(p, 1);
@@ -325,7 +323,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   trace_point(p, 3);
 
   // While the others arrive: zero the plan's tables; sort keys (thread
-  // tid's experts, tid, tid+256, ..., take consecutive runs of slots,
+  // tid's experts, tid, tid+kThreads, ..., take consecutive runs of slots,
   // threads in order: any order works as long as each expert's entries
   // are contiguous); ranks within the block (warp base + rank within the
   // warp) and the block's entries in expert order.
