@@ -132,6 +132,52 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
   // Step 4: the B largest remote counts, ties to the largest expert id; a
   // candidate's slot is the number of candidates that beat it.
   int uncopied = 0;  // padded entries of this lane's uncopied candidates
+#ifdef MOONEP_CUDA_S45_SHFL
+  if (nc <= 32) {
+    // Lane i holds candidate i; the others' come by shuffle, not by
+    // broadcast shared loads in a loop.
+    const int ce = b.lane < nc ? cd[2 * b.lane] : -1, cc = b.lane < nc ? cd[2 * b.lane + 1] : 0;
+    int beaten_by = 0;
+    for (int j = 0; j < nc; ++j) {
+      const int je = __shfl_sync(0xffffffffu, ce, j), jc = __shfl_sync(0xffffffffu, cc, j);
+      beaten_by += (jc > cc || (jc == cc && je > ce)) ? 1 : 0;
+    }
+    const int si = b.lane < nc && beaten_by < B ? beaten_by : -1;
+    if (b.lane < nc) {
+      if (si >= 0) {
+        t.etc[d * B + si] = ce;
+        atomicOr(&t.mark[d * mw + (ce >> 5)], 1u << (ce & 31));
+      } else {
+        uncopied = pad_to(cc, tp);
+      }
+    }
+    int own = 0;
+    for (int j = b.lane; j < epn; j += 32) own += pad_to(alloc_of(t, as, d * epn + j, d), tp);
+    const int own_total = warp_sum(own), uncopied_total = warp_sum(uncopied);
+    const bool donor_first = nc > 0 && t.from[d] < d;
+    int run = donor_first ? uncopied_total : 0;
+    for (int j0 = 0; j0 < epn; j0 += 32) {
+      const int j = j0 + b.lane;
+      const int v = j < epn ? pad_to(alloc_of(t, as, d * epn + j, d), tp) : 0;
+      int incl = v;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (b.lane >= o) incl += n;
+      }
+      if (j < epn) eoff[d * E + d * epn + j] = run + incl - v;
+      run += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    int at = si < 0 ? (donor_first ? 0 : own_total) : own_total + uncopied_total;
+    for (int j = 0; j < nc; ++j) {
+      const int sj = __shfl_sync(0xffffffffu, si, j), ej = __shfl_sync(0xffffffffu, ce, j);
+      const int cj = __shfl_sync(0xffffffffu, cc, j);
+      const bool before = si < 0 ? (sj < 0 && ej < ce) : (sj >= 0 && sj < si);
+      if (before) at += pad_to(cj, tp);
+    }
+    if (b.lane < nc) eoff[d * E + ce] = at;
+    return;
+  }
+#endif
   for (int i = b.lane; i < nc; i += 32) {
     const int ce = cd[2 * i], cc = cd[2 * i + 1];
     int beaten_by = 0;
@@ -270,17 +316,36 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
         const i64 i = base0 + 32 * u + b.lane;
         ev[u] = base0 == s.ws0 ? ev0[u] : (i < s.ws1 ? topk[i] : -1);
       }
+#ifdef MOONEP_CUDA_C1_ILP
+      // Every batch's peers first (independent ballots, interleaved), then
+      // the row updates, which are sequential from batch to batch.
+      unsigned pe[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const i64 i = base0 + 32 * u + b.lane;
+        if (i < s.ws1 && static_cast<unsigned>(ev[u]) >= static_cast<unsigned>(E)) {
+          record(&p.status->bad_entry, b.rank, i);
+          ev[u] = -1;
+        }
+        pe[u] = warp_peers(ev[u], bits);
+      }
+#endif
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const i64 base = base0 + 32 * u;
         if (base >= s.ws1) break;
         const i64 i = base + b.lane;
+#ifdef MOONEP_CUDA_C1_ILP
+        const int e = ev[u];
+        const unsigned peers = pe[u];
+#else
         int e = ev[u];
         if (i < s.ws1 && static_cast<unsigned>(e) >= static_cast<unsigned>(E)) {
           record(&p.status->bad_entry, b.rank, i);
           e = -1;
         }
         const unsigned peers = warp_peers(e, bits);
+#endif
         const int r = e >= 0 ? row[e] + __popc(peers & lt) : -1;
         __syncwarp();
         if (e >= 0 && b.lane == __ffs(peers) - 1) row[e] += __popc(peers);
