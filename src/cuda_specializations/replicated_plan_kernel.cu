@@ -128,45 +128,24 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
   const int mw = mark_words(E);
   const int nc = min(t.ncand[d], epn);
   const int* cd = t.cand + 2 * d * epn;
-  int* slot = t.cslot + d * epn;  // copy slot of each candidate, -1: not copied (nc > 32)
-  // Up to 32 candidates live in registers, lane i holding candidate i, and
-  // the others' come by shuffle rather than by broadcast shared loads in a
-  // loop (0.1 us faster, device run 26); more go through shared memory.
-  const bool in_regs = nc <= 32;
-  const int ce = in_regs && b.lane < nc ? cd[2 * b.lane] : -1;
-  const int cc = in_regs && b.lane < nc ? cd[2 * b.lane + 1] : 0;
+  int* slot = t.cslot + d * epn;  // copy slot of each candidate, -1: not copied
   // Step 4: the B largest remote counts, ties to the largest expert id; a
   // candidate's slot is the number of candidates that beat it.
-  auto take_slot = [&](int e, int beaten_by) {
-    if (beaten_by < B) {
-      t.etc[d * B + beaten_by] = e;
-      atomicOr(&t.mark[d * mw + (e >> 5)], 1u << (e & 31));
-      return beaten_by;
-    }
-    return -1;
-  };
   int uncopied = 0;  // padded entries of this lane's uncopied candidates
-  int si = -1;       // in_regs: this lane's candidate's slot
-  if (in_regs) {
+  for (int i = b.lane; i < nc; i += 32) {
+    const int ce = cd[2 * i], cc = cd[2 * i + 1];
     int beaten_by = 0;
     for (int j = 0; j < nc; ++j) {
-      const int je = __shfl_sync(0xffffffffu, ce, j), jc = __shfl_sync(0xffffffffu, cc, j);
+      const int je = cd[2 * j], jc = cd[2 * j + 1];
       beaten_by += (jc > cc || (jc == cc && je > ce)) ? 1 : 0;
     }
-    if (b.lane < nc) {
-      si = take_slot(ce, beaten_by);
-      if (si < 0) uncopied = pad_to(cc, tp);
-    }
-  } else {
-    for (int i = b.lane; i < nc; i += 32) {
-      const int ie = cd[2 * i], ic = cd[2 * i + 1];
-      int beaten_by = 0;
-      for (int j = 0; j < nc; ++j) {
-        const int je = cd[2 * j], jc = cd[2 * j + 1];
-        beaten_by += (jc > ic || (jc == ic && je > ie)) ? 1 : 0;
-      }
-      slot[i] = take_slot(ie, beaten_by);
-      if (slot[i] < 0) uncopied += pad_to(ic, tp);
+    if (beaten_by < B) {
+      t.etc[d * B + beaten_by] = ce;
+      atomicOr(&t.mark[d * mw + (ce >> 5)], 1u << (ce & 31));
+      slot[i] = beaten_by;
+    } else {
+      slot[i] = -1;
+      uncopied += pad_to(cc, tp);
     }
   }
   // Own experts: padded counts, prefix in expert order.
@@ -188,27 +167,15 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
   // Candidates: uncopied ones in expert order, copied ones in slot order.
-  auto start_of = [&](int s_) { return s_ < 0 ? (donor_first ? 0 : own_total) : own_total + uncopied_total; };
-  if (in_regs) {
-    int at = start_of(si);
-    for (int j = 0; j < nc; ++j) {
-      const int sj = __shfl_sync(0xffffffffu, si, j), ej = __shfl_sync(0xffffffffu, ce, j);
-      const int cj = __shfl_sync(0xffffffffu, cc, j);
-      const bool before = si < 0 ? (sj < 0 && ej < ce) : (sj >= 0 && sj < si);
-      if (before) at += pad_to(cj, tp);
-    }
-    if (b.lane < nc) eoff[d * E + ce] = at;
-    return;
-  }
   for (int i = b.lane; i < nc; i += 32) {
-    const int ie = cd[2 * i], is = slot[i];
-    int at = start_of(is);
+    const int ce = cd[2 * i], si = slot[i];
+    int at = si < 0 ? (donor_first ? 0 : own_total) : own_total + uncopied_total;
     for (int j = 0; j < nc; ++j) {
       const int sj = slot[j];
-      const bool before = is < 0 ? (sj < 0 && cd[2 * j] < ie) : (sj >= 0 && sj < is);
+      const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
       if (before) at += pad_to(cd[2 * j + 1], tp);
     }
-    eoff[d * E + ie] = at;
+    eoff[d * E + ce] = at;
   }
 }
 
