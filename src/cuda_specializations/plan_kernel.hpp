@@ -18,9 +18,10 @@ namespace moonep::cuda::impl {
 
 // Threads per block, and the register cap per thread both kernels are
 // compiled with (__maxnreg__): 512 threads at 64 registers, measured on an
-// H200 (perf_tests/README_GPU.md, device runs 20-27) against 256, 384, 768
-// and 1024 threads and against 80, 96 and 104+ registers. Build-time knobs,
-// for measuring other shapes.
+// H200 (perf_tests/README_GPU.md, device runs 20-27) against 256, 384 and
+// 1024 threads and 104-108 registers; 80 registers measured 0.2 us faster
+// in run 22 but was not carried through the later changes. Build-time
+// knobs, for measuring other shapes.
 #ifndef MOONEP_CUDA_BLOCK_THREADS
 #define MOONEP_CUDA_BLOCK_THREADS 512
 #endif
