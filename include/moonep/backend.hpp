@@ -35,6 +35,9 @@ class HostPlanner {
   virtual void step() = 0;
   // The plan of the last step, copied to host memory.
   virtual HostPlan result() const = 0;
+  // How this backend runs a step, for summaries (e.g. the Kokkos execution
+  // space, or the CUDA kernel and its launch shape); empty if nothing.
+  virtual std::string details() const { return {}; }
 };
 
 // Throws InputError for a bad configuration, RuntimeError if the backend is

@@ -2,6 +2,7 @@
 // over moonep::cuda::Planner with R virtual ranks on the current GPU. Input
 // is validated on the host before it is staged, so a bad routing never
 // reaches the device through this path.
+#include <string>
 #include <vector>
 
 #include "core/backend_factories.hpp"
@@ -56,6 +57,13 @@ class CudaHostPlanner final : public HostPlanner {
     planner_.check(stream_);
   }
   HostPlan result() const override { return planner_.copy_out(stream_); }
+  // Each timed step includes the host's wait for it (check()), so it is
+  // longer than the kernel alone (perf_tests' moonep_gpu_bench times that).
+  std::string details() const override {
+    return std::string(cuda::kernel_name(planner_.kernel())) + " kernel, " +
+           std::to_string(planner_.blocks_per_rank()) + " blocks x " +
+           std::to_string(cuda::Planner::threads_per_block()) + " threads per rank, timed with the host's wait";
+  }
 
  private:
   Config config_;

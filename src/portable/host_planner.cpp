@@ -33,6 +33,7 @@ class PortableHostPlanner final : public HostPlanner {
   }
 
   Backend backend() const override { return Backend::portable; }
+  std::string details() const override { return std::string("Kokkos ") + Exec::name(); }
 
   void load(const Routing& routing, const TokensPerExpert* tpe) override {
     validate_problem(config_, routing, tpe);  // throws before anything changes

@@ -26,6 +26,7 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
 
   HostPlan plan;
   std::vector<double> seconds;
+  std::string details;  // how the backend ran the steps, for the timing line
   {
     KokkosSession kokkos(program, o.kokkos_args);
     auto planner = make_host_planner(backend, problem.config);
@@ -38,14 +39,16 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
       seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
     }
     plan = planner->result();
+    details = planner->details();
   }
 
   if (!o.output.empty()) write_plan_file(plan, o.output);
   if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
   if (o.synthetic() || o.summary) {
-    char timing[160];
-    std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s)",
-                  median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend));
+    const std::string how = details.empty() ? "" : ": " + details;
+    char timing[320];
+    std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s%s)",
+                  median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend), how.c_str());
     // The plan owns standard output when it is written there.
     print_summary(o.output == "-" ? std::cerr : std::cout, summarize(plan, problem.routing),
                   describe_source(o), timing);

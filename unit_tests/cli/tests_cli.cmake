@@ -133,6 +133,10 @@ moonep_cli_test(synthetic_summary
   ARGS "--ranks|8|--experts|64|--topk|4|--tokens|512|--copy-slots|4|--token-padding|16|--imbalance|1.5|--steps|3"
   EXPECT_RC 0
   EXPECT_STDOUT "R=8 E=64 K=4 S=512 B=4 tp=16|load before|max/mean |-> 1.00 (busiest rank|experts copied: |padding slots: |time per step: ")
+# The timing line says how the backend ran (the Kokkos execution space).
+moonep_cli_test(synthetic_portable_details
+  ARGS "--ranks|2|--experts|8|--topk|2|--tokens|64|--copy-slots|1|--token-padding|4|--steps|2|--backend|portable"
+  EXPECT_RC 0 EXPECT_STDOUT "backend portable: Kokkos ")
 moonep_cli_test(synthetic_files
   ARGS "--ranks|4|--experts|32|--topk|4|--tokens|128|--copy-slots|2|--token-padding|8|--imbalance|2|--seed|9|--steps|2|--save-problem|${_cli_work}/synthetic_files/problem.json|--output|${_cli_work}/synthetic_files/plan.json"
   EXPECT_RC 0 EXPECT_STDOUT "max/mean " OUTPUT ${_cli_work}/synthetic_files/plan.json OUTPUT_MODE created
