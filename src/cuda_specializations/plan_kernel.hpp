@@ -41,6 +41,9 @@ inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
 // many blocks (device runs 20-22).
 inline constexpr int kReplicatedBlocksPerSM = 1;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
+static_assert(MOONEP_CUDA_MAX_REGS >= 24 && MOONEP_CUDA_MAX_REGS <= 255 &&
+                  MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS <= 65536,
+              "MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS must fit an SM's 65536 registers");
 inline constexpr int kWarps = kThreads / 32;  // warps per block
 inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
