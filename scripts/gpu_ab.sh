@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# gpu_ab.sh NAME[:CUDA_FLAGS] ... — build CUDA kernel variants of this
+# checkout for an A/B on a GPU machine. Each NAME gets its own build folder
+# (build-ab-NAME; Release, sm_90) configured with CUDA_FLAGS, e.g.
+#   scripts/gpu_ab.sh base "r80:-DMOONEP_CUDA_MAX_REGS=80" "t384:-DMOONEP_CUDA_BLOCK_THREADS=384"
+# and its test_cuda_planner and moonep_gpu_bench go to .bundle/NAME; the
+# shared libraries they need go to .bundle/lib once, and .bundle/ab.sh runs
+# on the GPU machine:
+#   bash .bundle/ab.sh [NAME ...]   (default: every variant, in order, twice)
+# Per variant it runs the unit tests (pass/fail line) and
+# `moonep_gpu_bench 500 --headline`; the whole logs go to $OUT/ab.log (or
+# ./ab_out), and the headline rows of every variant come last, side by side.
+# A variant's build folder is reused while its flags stay the same.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUNDLE=${BUNDLE:-$ROOT/.bundle}
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+mkdir -p "$BUNDLE"
+names=()
+for spec in "$@"; do
+  name=${spec%%:*}
+  flags=""
+  [[ "$spec" == *:* ]] && flags=${spec#*:}
+  [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "gpu_ab.sh: bad variant name '$name'" >&2; exit 2; }
+  names+=("$name")
+  echo "gpu_ab.sh: building $name (${flags:-no extra flags})"
+  # CMake takes CUDAFLAGS only when it first configures a folder.
+  build="$ROOT/build-ab-$name"
+  if [ -d "$build" ] && [ "$(cat "$build/AB_FLAGS" 2>/dev/null)" != "$flags" ]; then rm -rf "$build"; fi
+  mkdir -p "$build" && echo "$flags" > "$build/AB_FLAGS"
+  tmp=$(mktemp -d)
+  CUDAFLAGS="$flags" BUILD_DIR="$build" "$ROOT/scripts/bundle_gpu.sh" "$tmp" > "$tmp.log" 2>&1 ||
+    { tail -20 "$tmp.log" >&2; echo "gpu_ab.sh: building $name failed (log: $tmp.log)" >&2; exit 1; }
+  mkdir -p "$BUNDLE/$name" "$BUNDLE/lib"
+  cp "$tmp/bin/test_cuda_planner" "$tmp/bin/moonep_gpu_bench" "$BUNDLE/$name/"
+  cp -n "$tmp"/lib/* "$BUNDLE/lib/" 2>/dev/null || true
+  echo "$flags" > "$BUNDLE/$name/FLAGS"
+  grep -A3 "replicated_plan_kernel" "$tmp.log" | grep -m1 "registers" | sed "s/^/  $name: /" || true
+  rm -rf "$tmp" "$tmp.log"
+done
+cat > "$BUNDLE/ab.sh" <<'RUN'
+#!/usr/bin/env bash
+# ab.sh [NAME ...] — run on the GPU machine (made by scripts/gpu_ab.sh).
+HERE=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LOGS=${OUT:-$PWD/ab_out}
+mkdir -p "$LOGS"
+variants=("$@")
+if [ ${#variants[@]} -eq 0 ]; then
+  for d in "$HERE"/*/; do [ -x "$d/moonep_gpu_bench" ] && variants+=("$(basename "$d")"); done
+  variants=("${variants[@]}" "${variants[@]}")  # twice, to see the noise
+fi
+rows=()
+for v in "${variants[@]}"; do
+  log=$(mktemp)
+  {
+    echo "################ $v (flags: $(cat "$HERE/$v/FLAGS" 2>/dev/null))"
+    timeout 150 "$HERE/$v/test_cuda_planner" 2>&1 | tail -2
+    timeout 90 "$HERE/$v/moonep_gpu_bench" 500 --headline 2>&1
+  } > "$log" 2>&1
+  cat "$log" >> "$LOGS/ab.log"
+  grep -E "^####|All tests passed|failed" "$log"
+  while IFS= read -r line; do rows+=("$(printf '%-12s %s' "$v" "$line")"); done < <(grep -E "^R=" "$log")
+  rm -f "$log"
+done
+echo
+echo "=== headline rows (variant, config, bpr, kernel, correct, step_us, graph_us, floor_us, floorg_us, ...)"
+printf '%s\n' "${rows[@]}"
+RUN
+chmod +x "$BUNDLE/ab.sh"
+du -sh "$BUNDLE"
+echo "gpu_ab.sh: carry $BUNDLE to the GPU machine and run: bash .bundle/ab.sh"
