@@ -155,7 +155,7 @@ void profile(const moonep::Config& c, int bpr, int steps) {
 std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
   if (k == moonep::cuda::Kernel::replicated) {
     return {"start",
-            "A (src_info prefill, zeroing)",
+            "A (zeroing)",
             "C1 (histograms, ranks in warp)",
             "block totals out, arrival",
             "all counts arrived (barrier)",
@@ -164,11 +164,11 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "step 3 (expert split)",
             "acum",
             "steps 4-5 (offsets), etc out",
-            "step 6 (destination, loff)",
+            "step 6 (destination, loff, src_info)",
             "step 7 + dup reservations",
-            "src_info + dst stores",
+            "dst stores",
             "step 8 (dup rows)",
-            "block 0 layout out (end)",
+            "block 0: layout, src_info -1 (end)",
             "own work before the wait done"};
   }
   return {"start",
