@@ -75,6 +75,27 @@ double graph_us(cudaStream_t s, int per_graph, int replays, F&& launch) {
   return us;
 }
 
+// Every rank's routing in device memory, one allocation per rank, freed
+// with the object.
+class DeviceRouting {
+ public:
+  explicit DeviceRouting(const moonep::Routing& routing) : d_(routing.size(), nullptr) {
+    for (std::size_t r = 0; r < routing.size(); ++r) {
+      ok(cudaMalloc(reinterpret_cast<void**>(&d_[r]), routing[r].size() * 4), "malloc");
+      ok(cudaMemcpy(d_[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
+    }
+  }
+  ~DeviceRouting() {
+    for (auto* p : d_) cudaFree(p);
+  }
+  DeviceRouting(const DeviceRouting&) = delete;
+  DeviceRouting& operator=(const DeviceRouting&) = delete;
+  const int32_t* const* ptrs() const { return d_.data(); }
+
+ private:
+  std::vector<int32_t*> d_;
+};
+
 struct Row {
   moonep::Config cfg;
   int requested_bpr = 0;  // blocks_per_rank asked for (bpr: after lowering)
@@ -99,12 +120,8 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   row.bpr = planner.blocks_per_rank();
   row.kernel = planner.kernel();
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
-  std::vector<int32_t*> d(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
-    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
-  }
-  const int32_t* const* topk = d.data();
+  const DeviceRouting d(routing);
+  const int32_t* const* topk = d.ptrs();
   planner.plan(topk, nullptr, s);
   row.correct = moonep::plan_difference(planner.copy_out(s), moonep::plan_reference(c, routing)).empty();
 
@@ -120,7 +137,6 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   // The plan after all the timed steps is still the reference plan.
   row.correct = row.correct &&
                 moonep::plan_difference(planner.copy_out(s), moonep::plan_reference(c, routing)).empty();
-  for (auto* p : d) cudaFree(p);
   cudaStreamDestroy(s);
   return row;
 }
@@ -131,18 +147,13 @@ void profile(const moonep::Config& c, int bpr, int steps) {
   opt.blocks_per_rank = bpr;
   moonep::cuda::Planner planner(c, opt);
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
-  std::vector<int32_t*> d(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
-    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
-  }
-  for (int i = 0; i < steps; ++i) planner.plan(d.data(), nullptr, nullptr);
+  const DeviceRouting d(routing);
+  for (int i = 0; i < steps; ++i) planner.plan(d.ptrs(), nullptr, nullptr);
   const bool same =
       moonep::plan_difference(planner.copy_out(nullptr), moonep::plan_reference(c, routing)).empty();
   std::printf("profile: %s, blocks_per_rank %d, kernel %s, %d steps, plan %s\n", moonep::describe(c).c_str(),
               planner.blocks_per_rank(), moonep::cuda::kernel_name(planner.kernel()), steps,
               same ? "equal to the reference" : "DIFFERENT from the reference");
-  for (auto* p : d) cudaFree(p);
 }
 
 // Where a step's time goes: %globaltimer stamps at the kernel's phase
@@ -204,12 +215,8 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   const std::vector<const char*> names = trace_names(planner.kernel());
   const int npoints = static_cast<int>(names.size());
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
-  std::vector<int32_t*> d(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    ok(cudaMalloc(reinterpret_cast<void**>(&d[r]), routing[r].size() * 4), "malloc");
-    ok(cudaMemcpy(d[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice), "copy");
-  }
-  for (int i = 0; i < 20; ++i) planner.plan(d.data(), nullptr, nullptr);
+  const DeviceRouting d(routing);
+  for (int i = 0; i < 20; ++i) planner.plan(d.ptrs(), nullptr, nullptr);
   planner.check(nullptr);
   std::vector<unsigned long long> t(static_cast<size_t>(blocks) * stride);
   ok(cudaMemcpy(t.data(), d_trace, t.size() * 8, cudaMemcpyDeviceToHost), "trace copy");
@@ -263,7 +270,6 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
     std::sort(mhz.begin(), mhz.end());
     std::printf("  SM clock during the step: %.0f MHz (median over blocks)\n", mhz[mhz.size() / 2]);
   }
-  for (auto* p : d) cudaFree(p);
   cudaFree(d_trace);
 }
 
