@@ -270,6 +270,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.S = S;
   p.B = B;
   p.tp = config.token_padding;
+  p.tp_magic = p.tp > 1 ? ~0ull / static_cast<unsigned long long>(p.tp) + 1ull : 0ull;
   p.epn = config.experts_per_rank();
   p.N = static_cast<int>(N);
   p.NvS = static_cast<int>(NvS);

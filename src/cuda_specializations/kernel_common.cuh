@@ -11,6 +11,14 @@
 
 #include "plan_kernel.hpp"
 
+// Before a loop of code that runs once per launch (most of the planning
+// kernels): keep it rolled. The kernels are several times larger than an
+// SM's instruction cache and run once per step, so every instruction they
+// execute is fetched from L2 at each launch; a loop unrolled for a trip
+// count it rarely reaches (one or two trips at the headline) costs fetch
+// time and gains nothing (perf_tests/README_GPU.md, device runs 31-32).
+#define MOONEP_ROLLED _Pragma("unroll 1")
+
 namespace moonep::cuda::impl {
 namespace {
 
@@ -115,10 +123,23 @@ __device__ __forceinline__ void zero_dup_counts(const Block& b) {
   }
 }
 
+// round_up(count, tp) for 0 <= count < 2^31. The quotient is a multiply by
+// the host's tp_magic = floor((2^64 - 1) / tp) + 1 (0 for tp = 1), exact
+// for every 32-bit dividend and tp < 2^31 (the error term stays below
+// 2^-32 < 1/tp): a few instructions where a division by a runtime value
+// is about twenty, and the kernels inline it in many places of code that
+// runs once per launch, where its size is fetch time.
+__device__ __forceinline__ int pad_to(const KernelParams& p, int count) {
+  if (count <= 0) return 0;
+  const unsigned n = static_cast<unsigned>(count) + static_cast<unsigned>(p.tp - 1);
+  const unsigned q = p.tp_magic ? static_cast<unsigned>(__umul64hi(n, p.tp_magic)) : n;
+  return static_cast<int>(q) * p.tp;
+}
+
 // Step 5's outputs for group g of rank d's layout (od: d's outputs) that
 // starts at `start` and holds `count` entries; returns the group's end.
 __device__ __forceinline__ int store_group(const KernelParams& p, std::int32_t* od, int g, int start, int count) {
-  const int padded = count > 0 ? (count + p.tp - 1) / p.tp * p.tp : 0;
+  const int padded = pad_to(p, count);
   od[p.out.cu + g] = start + padded;
   const bool fill = count > 0 && padded > count;
   od[p.out.zfr + 2 * g] = fill ? start + count : 0;
@@ -168,10 +189,6 @@ __device__ int block_exclusive_scan(int v, int* s_scan) {
 }
 
 
-__device__ __forceinline__ int pad_to(int count, int tp) {
-  return count > 0 ? (count + tp - 1) / tp * tp : 0;
-}
-
 // ---- Step 2: rank-level moves (warp 0 of the block) -----------------------
 // In: s_load [R]. Out: s_from[r] (donor of receiver r, -1: none) and
 // s_quota[r] (what r receives), both preset by the caller to -1 / 0.
@@ -191,6 +208,8 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
     const bool packed = static_cast<i64>(R) * p.N < (1LL << 25);
     const int r = b.lane;
     int bal = r < R ? s_load[r] - p.N : 0, from = -1, quota = 0;
+    if (p.trace && bal != INT_MIN) trace_point(p, 17);  // debug trace: loads arrived
+    MOONEP_ROLLED
     for (int it = 0; it < R; ++it) {
       int sv, si, dv, di;
       if (packed) {
@@ -211,6 +230,7 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
       if (r == si) bal -= move;
       if (r == di) { bal = 0; from = si; quota = move; }
     }
+    if (p.trace && from != INT_MIN) trace_point(p, 18);  // debug trace: the moves are known
     if (r < R) { s_from[r] = from; s_quota[r] = quota; }
     return;
   }
@@ -244,15 +264,17 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
 // pairs are the receiver's remote experts (step 4's candidates).
 // Sinks: take(e, t, n) for alloc[t][e] = n (t != owner) and receiver t's
 // candidate number c; keep(e, h, n) for the owner's remainder;
-// copies(h, n) for remote_stats[h][1].
+// copies(h, n) for remote_stats[h][1]; done(h), by the whole warp once
+// h's takes and keeps are stored (the warp's lanes see them). Warps
+// 0..nwarps-1 call, one owner each in turn.
 // Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
 // and every index 7): quotas and remainders live in registers, lane l
 // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
 // one __reduce_max over (value << 7 | 127 - index), which picks the
 // largest value and, among equals, the lowest index.
-template <class Take, class Keep, class Copies>
-__device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
-                                  Take take_sink, Keep keep, Copies copies_sink) {
+template <class Take, class Keep, class Copies, class Done>
+__device__ void plan_expert_split(const Block& b, int nwarps, int* s_rem, const int* s_from, int* s_quota,
+                                  int* s_ncand, Take take_sink, Keep keep, Copies copies_sink, Done done) {
   const KernelParams& p = b.p;
   const int R = p.R, epn = p.epn;
   const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
@@ -261,7 +283,8 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
     if (c < epn) take_sink(e, t, c, take);
     else internal_error(p);
   };
-  for (int h = b.warp; h < R; h += kWarps) {
+  MOONEP_ROLLED
+  for (int h = b.warp; h < R; h += nwarps) {
     if (packed) {
       int q[4], rm[4];
 #pragma unroll
@@ -270,6 +293,7 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
         q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
         rm[u] = t < epn ? s_rem[h * epn + t] : 0;
       }
+      MOONEP_ROLLED
       for (int guard = 0; guard <= R + epn; ++guard) {
         unsigned kq = 0, km = 0;
 #pragma unroll
@@ -321,16 +345,19 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
         __syncwarp();
       }
     }
+    MOONEP_ROLLED
     for (int j = b.lane; j < epn; j += 32) keep(h * epn + j, h, s_rem[h * epn + j]);
     // remote_stats[h][1]: copies made of h's experts = sum over h's
     // receivers of min(B, their remote experts).
     int copies = 0;
+    MOONEP_ROLLED
     for (int t = b.lane; t < R; t += 32) {
       if (s_from[t] == h) copies += min(p.B, s_ncand[t]);
     }
     copies = warp_sum(copies);
     if (b.lane == 0) copies_sink(h, copies);
     __syncwarp();
+    done(h);
   }
 }
 
@@ -342,8 +369,9 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
 __device__ __forceinline__ unsigned warp_peers(int e, int bits) {
   const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
   unsigned peers = e >= 0 ? valid : ~valid;
+  MOONEP_ROLLED
   for (int bit = 0; bit < bits; ++bit) {
-    const bool set = (e >> bit) & 1;  // -1: every bit set, masked by ~valid
+    const bool set = (e >> bit) & 1;
     const unsigned on = __ballot_sync(0xffffffffu, set);
     peers &= set ? on : ~on;
   }
@@ -361,6 +389,12 @@ struct Slice {
   i64 ws0, ws1;   // entries of this warp
 };
 
+// First entry of warp w's share of the block's slice (w = kWarps: the end).
+__device__ __forceinline__ i64 warp_entries_begin(const Slice& s, int K, int w) {
+  const i64 e0 = s.tok0 * K, n = (s.tok1 - s.tok0) * K;
+  return e0 + n * w / kWarps;
+}
+
 __device__ Slice slice_of(const Block& b) {
   const KernelParams& p = b.p;
   const int lead = p.bpr - p.nworkers;
@@ -373,9 +407,8 @@ __device__ Slice slice_of(const Block& b) {
   }
   s.tok0 = static_cast<i64>(s.w) * p.S / p.nworkers;
   s.tok1 = static_cast<i64>(s.w + 1) * p.S / p.nworkers;
-  const i64 e0 = s.tok0 * p.K, n = (s.tok1 - s.tok0) * p.K;
-  s.ws0 = e0 + n * b.warp / kWarps;
-  s.ws1 = e0 + n * (b.warp + 1) / kWarps;
+  s.ws0 = warp_entries_begin(s, p.K, b.warp);
+  s.ws1 = warp_entries_begin(s, p.K, b.warp + 1);
   return s;
 }
 
@@ -409,6 +442,7 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
     // rolled loop over set bits, so the code stays small: steps 7-8 run
     // once per launch, and a large unrolled body stalled on instruction
     // fetch (ncu, device run 23; 0.5 us faster in run 24).
+    MOONEP_ROLLED
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       const int base = tok * K;
       int dd[kRegK];
@@ -429,10 +463,12 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
         const unsigned bit = dd[k] >= 0 ? 1u << dd[k] : 0u;
         if (!((dups >> k) & 1u) && (dupdest & bit)) mask |= 1u << k;
       }
+      MOONEP_ROLLED
       for (unsigned m = dups; m; m &= m - 1u) {
         const int k = __ffs(m) - 1;
         s_x[base + k] = -s_x[base + k] - 1;
       }
+      MOONEP_ROLLED
       for (unsigned m = mask; m; m &= m - 1u) {
         const int d = s_d[base + __ffs(m) - 1];
         int n = 0;
@@ -514,12 +550,14 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
   if (K <= kRegK && p.R <= 32) {
     // One rolled body per primary (see step7_dedup): its duplicates are a
     // bitmask of later entries with the same destination.
+    MOONEP_ROLLED
     for (int tok = b.tid; tok < nt; tok += kThreads) {
       unsigned mask = s_mask[tok];
       if (!mask) continue;
       const int base = tok * K;
       int dd[kRegK];
       load_token(s_d + base, K, dd);
+      MOONEP_ROLLED
       for (; mask; mask &= mask - 1u) {
         const int kp = __ffs(mask) - 1;
         const int d = s_d[base + kp];
@@ -531,6 +569,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
         const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
         std::int32_t* out = emit(d, s_dst[base + kp], n, row, start);
         if (!out) continue;
+        MOONEP_ROLLED
         for (int j = 0; later; later &= later - 1u, ++j) {
           out[j] = (-s_dst[base + __ffs(later) - 1] - 1) - d * NvS;
         }

@@ -141,14 +141,14 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
 
   // Step 3: expert split into rank 0's alloc and candidate lists.
   plan_expert_split(
-      b, s_rem, s_from, s_quota, s_ncand,
+      b, kWarps, s_rem, s_from, s_quota, s_ncand,
       [&](int e, int t, int c, int take) {
         alloc[static_cast<i64>(e) * R + t] = take;
         cand[(static_cast<i64>(t) * epn + c) * 2] = e;
         cand[(static_cast<i64>(t) * epn + c) * 2 + 1] = take;
       },
       [&](int e, int h, int keep) { alloc[static_cast<i64>(e) * R + h] = keep; },
-      [&](int h, int copies) { b.out_of(h)[p.out.rs + 1] = copies; });
+      [&](int h, int copies) { b.out_of(h)[p.out.rs + 1] = copies; }, [](int) {});
   __syncthreads();
   for (int t = b.tid; t < R; t += kThreads) ncand[t] = min(s_ncand[t], epn);
 }
@@ -156,7 +156,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
 // ---- Phase B, steps 4-5 for rank d (one block of rank 0) ------------------
 __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   const KernelParams& p = b.p;
-  const int R = p.R, E = p.E, B = p.B, epn = p.epn, tp = p.tp;
+  const int R = p.R, E = p.E, B = p.B, epn = p.epn;
   std::int32_t* od = b.out_of(d);
   int* s_ce = sm;             // [epn] candidate experts
   int* s_cc = s_ce + epn;     // [epn] their remote counts
@@ -204,7 +204,7 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
   int sum = 0;
   for (int gi = g0; gi < g1; ++gi) {
     const int ex = expert_of(gi);
-    sum += pad_to(ex >= 0 ? s_alloc[ex] : 0, tp);
+    sum += pad_to(p, ex >= 0 ? s_alloc[ex] : 0);
   }
   int start = block_exclusive_scan(sum, s_scan);
   for (int gi = g0; gi < g1; ++gi) {

@@ -94,6 +94,7 @@ struct KernelParams {
   int tile_tokens; // Phase C2 tokens per tile (rank-0 kernel)
   int block_tokens;// most tokens a block owns (replicated kernel: ceil(S / bpr))
   int sys_scope;   // 1: ranks are separate GPUs (system-scope sync); 0: virtual ranks
+  unsigned long long tp_magic;  // pad_to's divisor: floor((2^64 - 1) / tp) + 1, 0 for tp = 1
   int stage_tables;// 1: C2 copies acum/eoff/cum into shared memory first
   std::int32_t* sym_base;
   std::int64_t sym_stride;

@@ -15,7 +15,7 @@ constexpr int mark_words(int E) { return (E + 31) / 32; }
 
 struct ReplicatedLayout {
   std::int64_t ent, pos, sorted, sexp, dd, mask;  // per entry / token of the block
-  std::int64_t base, key, rem;              // per expert
+  std::int64_t base, key, rem, bb;          // per expert
   std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
   std::int64_t acum, cand, cslot, etc, mark;  // the plan's tables
   std::int64_t small;                       // ten [R] arrays, then [kWarps] scan scratch
@@ -39,6 +39,7 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   l.base = at; at += round_up4(e);
   l.key = at; at += round_up4(e);
   l.rem = at; at += round_up4(e);
+  l.bb = at; at += round_up4(e);
   l.hist = at; at += round_up4(rows * e);
   l.acum = at; at += round_up4(e * acum_stride(R));
   l.cand = at; at += round_up4(2 * e);

@@ -20,15 +20,18 @@
 //       block totals stored for later blocks' bases and added with atomics
 //       into the gathered tokens_per_expert (double-buffered by step
 //       parity); arrive at the one counter every block of every rank
-//       waits on. While waiting: zero the plan's tables and sort the
-//       block's entries by expert (slot key[e] + warp base + rank: a
-//       contiguous range per expert, `sorted` / `sexp`).
+//       waits on. While waiting: zero the plan's tables (and, at R >
+//       kWarps / 2, sort the block's entries, see B).
 //   B   after the barrier: step 1 (the gathered counts: cum of the ranks
-//       before, totals, load), step 2 by warp 0 while the other warps add
-//       the earlier blocks' totals to the block's bases, step 3 (one warp
-//       per owner), acum, steps 4-5 over each destination's own and
-//       candidate experts only (one warp per destination). Block 0 of rank
-//       d stores d's experts_to_copy and remote_stats.
+//       before, totals, load), step 2 by warp 0, step 3 (one warp per
+//       owner), acum, steps 4-5 over each destination's own and candidate
+//       experts only (one warp per destination). Block 0 of rank d stores
+//       d's experts_to_copy and remote_stats. At R <= kWarps / 2 half the
+//       warps plan while the other half sorts the block's entries by
+//       expert (slot key[e] + warp base + rank: a contiguous range per
+//       expert, `sorted` / `sexp`) and takes the earlier blocks' totals off
+//       the keys; planning leaves them idle anyway (steps 3-5 use one warp
+//       per rank), and the sort is then off the critical path.
 //   C2  step 6 over the entries in expert order: destination and loff
 //       (search of acum, the expert offsets: both in shared memory) and
 //       the src_info store (consecutive words per (expert, destination)
@@ -65,7 +68,9 @@ struct Tables {
   int* base;      // [E] rank-wide index of the block's first entry of e
   int* key;       // [E] block-local slot of the block's first entry of e
   int* rem;       // [E] totals, then what each owner keeps
-  int* hist;      // [kWarps][E] per-warp counts (C1); then eoff [R][E]
+  int* bb;        // [E] the rank's entries of e in the blocks before this one
+  int* hist;      // [kWarps][E] per-warp counts (C1), then exclusive warp bases
+  int* eoff;      // [R][E] expert offsets of every destination (hist's space, steps 4-5 on)
   int* acum;      // [E][acum_stride] alloc, then its prefix over ranks
   int* cand;      // [R][epn][2] each receiver's (expert, count) takes
   int* cslot;     // [R][epn] copy slot of each candidate (-1: not copied)
@@ -86,7 +91,9 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.base = sm + l.base;
   t.key = sm + l.key;
   t.rem = sm + l.rem;
+  t.bb = sm + l.bb;
   t.hist = sm + l.hist;
+  t.eoff = t.hist;
   t.acum = sm + l.acum;
   t.cand = sm + l.cand;
   t.cslot = sm + l.cslot;
@@ -124,7 +131,7 @@ __device__ __forceinline__ int alloc_of(const Tables& t, int as, int e, int d) {
 // rank d only.
 __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d) {
   const KernelParams& p = b.p;
-  const int E = p.E, B = p.B, epn = p.epn, tp = p.tp, as = acum_stride(p.R);
+  const int E = p.E, B = p.B, epn = p.epn, as = acum_stride(p.R);
   const int mw = mark_words(E);
   const int nc = min(t.ncand[d], epn);
   const int* cd = t.cand + 2 * d * epn;
@@ -132,6 +139,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
   // Step 4: the B largest remote counts, ties to the largest expert id; a
   // candidate's slot is the number of candidates that beat it.
   int uncopied = 0;  // padded entries of this lane's uncopied candidates
+  MOONEP_ROLLED
   for (int i = b.lane; i < nc; i += 32) {
     const int ce = cd[2 * i], cc = cd[2 * i + 1];
     int beaten_by = 0;
@@ -145,19 +153,22 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
       slot[i] = beaten_by;
     } else {
       slot[i] = -1;
-      uncopied += pad_to(cc, tp);
+      uncopied += pad_to(p, cc);
     }
   }
+  if (p.trace && d == 0 && uncopied != INT_MIN) trace_point(p, 19);  // debug trace: step 4 done (d = 0)
   // Own experts: padded counts, prefix in expert order.
   int own = 0;
-  for (int j = b.lane; j < epn; j += 32) own += pad_to(alloc_of(t, as, d * epn + j, d), tp);
+  MOONEP_ROLLED
+  for (int j = b.lane; j < epn; j += 32) own += pad_to(p, alloc_of(t, as, d * epn + j, d));
   const int own_total = warp_sum(own), uncopied_total = warp_sum(uncopied);
   __syncwarp();
   const bool donor_first = nc > 0 && t.from[d] < d;  // the donor's groups come before d's own
   int run = donor_first ? uncopied_total : 0;
+  MOONEP_ROLLED
   for (int j0 = 0; j0 < epn; j0 += 32) {
     const int j = j0 + b.lane;
-    const int v = j < epn ? pad_to(alloc_of(t, as, d * epn + j, d), tp) : 0;
+    const int v = j < epn ? pad_to(p, alloc_of(t, as, d * epn + j, d)) : 0;
     int incl = v;
     for (int o = 1; o < 32; o <<= 1) {
       const int n = __shfl_up_sync(0xffffffffu, incl, o);
@@ -167,13 +178,14 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
   // Candidates: uncopied ones in expert order, copied ones in slot order.
+  MOONEP_ROLLED
   for (int i = b.lane; i < nc; i += 32) {
     const int ce = cd[2 * i], si = slot[i];
     int at = si < 0 ? (donor_first ? 0 : own_total) : own_total + uncopied_total;
     for (int j = 0; j < nc; ++j) {
       const int sj = slot[j];
       const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
-      if (before) at += pad_to(cd[2 * j + 1], tp);
+      if (before) at += pad_to(p, cd[2 * j + 1]);
     }
     eoff[d * E + ce] = at;
   }
@@ -187,7 +199,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
 // no block prefills the whole src_info before the barrier.
 __device__ void store_layout(const Block& b, const Tables& t) {
   const KernelParams& p = b.p;
-  const int E = p.E, B = p.B, tp = p.tp, as = acum_stride(p.R), d = b.rank;
+  const int E = p.E, B = p.B, as = acum_stride(p.R), d = b.rank;
   const unsigned* mark = t.mark + d * mark_words(E);
   const int G = E + B, per = (G + kThreads - 1) / kThreads;
   const int g0 = min(G, b.tid * per), g1 = min(G, g0 + per);
@@ -196,17 +208,20 @@ __device__ void store_layout(const Block& b, const Tables& t) {
     return ((mark[g >> 5] >> (g & 31)) & 1u) ? -1 : g;
   };
   int sum = 0;
+  MOONEP_ROLLED
   for (int g = g0; g < g1; ++g) {
     const int ex = expert_of(g);
-    sum += ex >= 0 ? pad_to(alloc_of(t, as, ex, d), tp) : 0;
+    sum += ex >= 0 ? pad_to(p, alloc_of(t, as, ex, d)) : 0;
   }
   int start = block_exclusive_scan(sum, t.scan);
   std::int32_t* od = b.out();
   std::int32_t* si = od + p.out.src_info;
+  MOONEP_ROLLED
   for (int g = g0; g < g1; ++g) {
     const int ex = expert_of(g);
     const int count = ex >= 0 ? alloc_of(t, as, ex, d) : 0;
     const int end = store_group(p, od, g, start, count);
+    MOONEP_ROLLED
     for (int x = start + count; x < end; ++x) si[x] = -1;
     start = end;
   }
@@ -215,7 +230,207 @@ __device__ void store_layout(const Block& b, const Tables& t) {
   if (G == 0 && b.tid == 0) t.scan[0] = 0;
   __syncthreads();
   const int used = t.scan[0];
+  MOONEP_ROLLED
   for (int x = used + b.tid; x < p.NvS; x += kThreads) si[x] = -1;
+}
+
+// ---- B: the plan (steps 1-5) and the sort of the block's entries ------------
+// After the barrier, in four windows between block barriers:
+//   1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
+//      H+1..: the earlier blocks' counts of each expert (bb);
+//   2. warp 0: step 2; the other warps: bb into base (and, at R >= kWarps,
+//      the block's entries into expert order);
+//   3. step 3, one warp per owner (at R < kWarps, warps R.. sort the
+//      block's entries meanwhile);
+//   4. steps 4-5, one warp per destination.
+// The sort is needed only from step 6 on: beside steps 1-3 it is off the
+// critical path (before the barrier it was on the last arriving block's),
+// and it uses warps planning leaves idle. Every barrier is the whole
+// block's: with a named barrier per warp group, compute-sanitizer's
+// racecheck reported hazards between accesses that __syncthreads orders
+// (device runs 32-33).
+
+// Window 1, by one warp: key[e], the block's count of e (block totals),
+// becomes e's first slot in `sorted` (lane l sums a run of experts, the
+// warp scans the lane sums).
+__device__ void sort_keys_warp(const Block& b, const Tables& t) {
+  const int E = b.p.E, per = (E + 31) / 32;
+  const int e0 = min(E, b.lane * per), e1 = min(E, e0 + per);
+  int sum = 0;
+#pragma unroll 4
+  for (int e = e0; e < e1; ++e) sum += t.key[e];
+  int incl = sum;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (b.lane >= o) incl += n;
+  }
+  int slot = incl - sum;
+#pragma unroll 4
+  for (int e = e0; e < e1; ++e) {
+    const int c = t.key[e];
+    t.key[e] = slot;
+    slot += c;
+  }
+}
+
+// Window 1, by threads [first, first + n): bb[e], the rank's entries of e
+// in the blocks before this one (their counts in the rank's per-block rows,
+// readable after the barrier). 16-byte loads, all in flight together.
+__device__ void block_bases(const Block& b, const Tables& t, const Slice& s, int first, int n) {
+  const KernelParams& p = b.p;
+  const int hs = (p.nworkers + 3) & ~3;  // row stride of the per-block counts [E][hs]
+  const std::int32_t* ghist = b.loc() + p.loc.hist;
+  MOONEP_ROLLED
+  for (int e = b.tid - first; e < p.E; e += n) {
+    const int4* hrow = reinterpret_cast<const int4*>(ghist + static_cast<i64>(e) * hs);
+    int bbase = 0;
+    MOONEP_ROLLED
+    for (int q0 = 0; 4 * q0 < s.w; q0 += 8) {
+      int4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = 4 * (q0 + u) < s.w ? hrow[q0 + u] : make_int4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int c[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bbase += 4 * (q0 + u) + j < s.w ? c[j] : 0;
+      }
+    }
+    t.bb[e] = bbase;
+  }
+}
+
+// By warps first_warp.. (nwarps of them), in the window where most warps
+// are idle: every entry to slot key[e] + its C1 warp's base + its rank
+// within that warp (any slot order works as long as each expert's entries
+// are contiguous and in order), into sorted (entry) and sexp (expert).
+__device__ void sort_entries(const Block& b, const Tables& t, const Slice& s, int first_warp, int nwarps) {
+  const KernelParams& p = b.p;
+  const int E = p.E, K = p.K;
+  const i64 i0 = s.tok0 * K;
+  const int ne = static_cast<int>(s.tok1 - s.tok0) * K;
+  MOONEP_ROLLED
+  for (int w = b.warp - first_warp; w < kWarps; w += nwarps) {
+    const i64 w1 = warp_entries_begin(s, K, w + 1);
+    MOONEP_ROLLED
+    for (i64 i = warp_entries_begin(s, K, w) + b.lane; i < w1; i += 32) {
+      const int li = static_cast<int>(i - i0), e = t.ent[li];
+      if (e < 0) {
+        // A bad id: no slot, no destination (step 6 walks slots only).
+        t.dd[li] = -1;
+        t.pos[li] = -1;
+        continue;
+      }
+      const int at = t.key[e] + t.hist[w * E + e] + t.pos[li];
+      if (at < ne) {
+        t.sorted[at] = li;
+        t.sexp[at] = e;
+      } else {
+        internal_error(p);
+      }
+    }
+  }
+}
+
+// Steps 1-5 into the block's shared tables and the sort, in the windows
+// above; block 0 of rank d also stores d's experts_to_copy and
+// remote_stats.
+__device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
+  const KernelParams& p = b.p;
+  const int R = p.R, E = p.E, epn = p.epn, as = acum_stride(R);
+  constexpr int H = kWarps / 2;
+  // Window 1.
+  if (b.warp < H) {
+    // Step 1, one expert per thread: cum of the ranks before this one,
+    // total, and this rank's count (checked against a given
+    // tokens_per_expert).
+    const std::int32_t* tall = b.tpe_all(b.epoch);
+    const std::int32_t* given = b.lb == 0 ? p.tpe[b.g] : nullptr;
+    MOONEP_ROLLED
+    for (int e = b.tid; e < E; e += 32 * H) {
+      int total = 0, before = 0, own = 0;
+      MOONEP_ROLLED
+      for (int r0 = 0; r0 < R; r0 += 8) {
+        int v[8];  // loads first, so they are in flight together
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          total += v[u];
+          if (r0 + u < b.rank) before += v[u];
+          if (r0 + u == b.rank) own = v[u];
+        }
+      }
+      if (given && given[e] != own) record(&p.status->bad_tpe, b.rank, e);
+      t.base[e] = before;
+      t.rem[e] = total;
+      if (epn % 32 == 0) {
+        // A warp's 32 experts belong to one rank: one shared atomic per warp.
+        const int w = warp_sum(total);
+        if (b.lane == 0) atomicAdd(&t.load[e / epn], w);
+      } else {
+        atomicAdd(&t.load[e / epn], total);
+      }
+    }
+  } else if (s.worker) {
+    if (b.warp == H) sort_keys_warp(b, t);
+    else block_bases(b, t, s, 32 * (H + 1), kThreads - 32 * (H + 1));
+  }
+  __syncthreads();
+  trace_point(p, 5);
+  // Window 2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
+  // the rank-wide index of the entry in slot j.
+  // The entries are sorted here when step 3 leaves no warp idle (R >=
+  // kWarps), else in window 3 by the warps it leaves idle.
+  const bool sort_in_3 = R < kWarps;
+  if (b.warp == 0) {
+    plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
+  } else if (s.worker) {
+    MOONEP_ROLLED
+    for (int e = b.tid - 32; e < E; e += kThreads - 32) t.base[e] += t.bb[e];
+    if (!sort_in_3) sort_entries(b, t, s, 1, kWarps - 1);
+  }
+  __syncthreads();
+  trace_point(p, 6);
+  // Window 3: step 3 (one warp per owner) into the shared alloc, and
+  // acum[e][r], its prefix over ranks in place, of the owner's experts by
+  // the same warp (an expert's alloc comes from its owner's split alone;
+  // odd row stride: the rows of 32 consecutive experts fall in distinct
+  // banks).
+  if (sort_in_3 && b.warp >= R && s.worker) sort_entries(b, t, s, R, kWarps - R);
+  plan_expert_split(
+      b, kWarps, t.rem, t.from, t.quota, t.ncand,
+      [&](int e, int r, int c, int take) {
+        t.acum[e * as + r] = take;
+        t.cand[2 * (r * epn + c)] = e;
+        t.cand[2 * (r * epn + c) + 1] = take;
+      },
+      [&](int e, int h, int keep) { t.acum[e * as + h] = keep; },
+      [&](int h, int copies) { t.copies[h] = copies; },
+      [&](int h) {
+        MOONEP_ROLLED
+        for (int j = b.lane; j < epn; j += 32) {
+          int* a = t.acum + (h * epn + j) * as;
+          int run = 0;
+          for (int r = 0; r < R; ++r) a[r] = (run += a[r]);
+        }
+      });
+  __syncthreads();
+  trace_point(p, 7);
+  // Window 4: steps 4-5, one warp per destination (the per-warp counts of
+  // C1 are done with: eoff takes their place).
+  MOONEP_ROLLED
+  for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, t.eoff, d);
+  __syncthreads();
+  if (b.lb == 0) {
+    // Every rank's output holds the whole experts_to_copy table.
+    MOONEP_ROLLED
+    for (int i = b.tid; i < R * p.B; i += kThreads) b.out()[p.out.etc + i] = t.etc[i];
+    if (b.tid == 0) {
+      b.out()[p.out.rs] = min(t.ncand[b.rank], epn);
+      b.out()[p.out.rs + 1] = t.copies[b.rank];
+    }
+  }
 }
 
 }  // namespace
@@ -225,7 +440,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   const Entry entry = enter_kernel(p);
   Block b = entry.b;
   const unsigned epoch_now = entry.epoch_now;
-  const int R = p.R, E = p.E, K = p.K, B = p.B, epn = p.epn, NvS = p.NvS;
+  const int R = p.R, E = p.E, K = p.K, B = p.B, NvS = p.NvS;
   const int as = acum_stride(R), mw = mark_words(E);
   const Tables t = carve(sm, p);
   // Block 0 of a rank owns no tokens when bpr > 1 (nworkers = bpr - 1): it
@@ -254,15 +469,22 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // src_info needs no prefill: store_layout writes -1 exactly where no
   // entry lands.
   zero_dup_counts(b);
+  MOONEP_ROLLED
   for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
   __syncthreads();
   trace_point(p, 1);
+  if (p.trace && b.tid == 0 && ev0[kUnroll - 1] != INT_MIN) {
+    trace_point(p, 16);  // the debug trace only: thread 0's routing loads have arrived
+  }
 
   // ---- C1: histograms and ranks within each warp ------------------------------
   {
     int* row = t.hist + b.warp * E;
     const unsigned lt = (1u << b.lane) - 1u;
     const int bits = id_bits(E);
+    // kUnroll rounds unrolled (unlike most of the kernel, see MOONEP_ROLLED):
+    // a rolled round with the loads kept kUnroll rounds ahead in a ring of
+    // registers was 0.5 us slower at the headline (device runs 31-32).
     for (i64 base0 = s.ws0; base0 < s.ws1; base0 += 32 * kUnroll) {
       int ev[kUnroll];  // loads first, so they are in flight together
 #pragma unroll
@@ -300,10 +522,10 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // of e goes to the rank's hist[e][w] (expert-major, rows of hs words:
   // a later block reads its bases as a few 16-byte loads after the
   // barrier) and into the gathered counts.
-  int mine = 0;
   if (s.worker) {
     std::int32_t* ghist = b.loc() + p.loc.hist + s.w;
     std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * E;
+    MOONEP_ROLLED
     for (int e = b.tid; e < E; e += kThreads) {
       int run = 0;
       for (int w = 0; w < kWarps; ++w) {
@@ -314,7 +536,6 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
       ghist[static_cast<i64>(e) * hs] = run;
       if (run > 0) atomicAdd(tall + e, run);
       t.key[e] = run;
-      mine += run;
     }
   }
   const unsigned all_blocks = static_cast<unsigned>(R) * static_cast<unsigned>(p.bpr);
@@ -322,15 +543,16 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   arrive_one(sys, gather);
   trace_point(p, 3);
 
-  // While the others arrive: zero the plan's tables; sort keys (thread
-  // tid's experts, tid, tid+kThreads, ..., take consecutive runs of slots,
-  // threads in order: any order works as long as each expert's entries
-  // are contiguous); ranks within the block (warp base + rank within the
-  // warp) and the block's entries in expert order.
+  // While the others arrive: zero the plan's tables.
+  MOONEP_ROLLED
   for (int i = b.tid; i < E * as; i += kThreads) t.acum[i] = 0;
+  MOONEP_ROLLED
   for (int i = b.tid; i < R * mw; i += kThreads) t.mark[i] = 0u;
+  MOONEP_ROLLED
   for (int i = b.tid; i < R * B; i += kThreads) t.etc[i] = -1;
+  MOONEP_ROLLED
   for (int i = b.tid; i < ne; i += kThreads) t.sorted[i] = -1;
+  MOONEP_ROLLED
   for (int r = b.tid; r < R; r += kThreads) {
     t.load[r] = 0;
     t.from[r] = -1;
@@ -339,35 +561,11 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.ng[r] = 0;
     t.nl[r] = 0;
   }
-  if (s.worker) {
-    int slot = block_exclusive_scan(mine, t.scan);  // also orders the zeroing above
-    for (int e = b.tid; e < E; e += kThreads) {
-      const int c = t.key[e];
-      t.key[e] = slot;
-      slot += c;
-    }
-    __syncthreads();
-    for (i64 i = s.ws0 + b.lane; i < s.ws1; i += 32) {
-      const int li = static_cast<int>(i - i0), e = t.ent[li];
-      if (e < 0) {
-        // A bad id: no slot, no destination (step 6 walks slots only).
-        t.dd[li] = -1;
-        t.pos[li] = -1;
-        continue;
-      }
-      const int slot = t.key[e] + t.hist[b.warp * E + e] + t.pos[li];
-      if (slot < ne) {
-        t.sorted[slot] = li;
-        t.sexp[slot] = e;
-      } else {
-        internal_error(p);
-      }
-    }
-  }
   if (b.rank == 0) {
     // The other parity's gathered counts were last read in the step
     // before (an earlier launch); zero them for the step after.
     std::int32_t* other = b.tpe_all(next);
+    MOONEP_ROLLED
     for (i64 i = t0; i < static_cast<i64>(R) * E; i += nthr) other[i] = 0;
   }
   if (p.trace) {  // the debug trace only: when the block's own work before the wait is done
@@ -377,101 +575,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   wait_counter(sys, gather, all_blocks * next);
   trace_point(p, 4);
 
-  // ---- B: the plan, in shared memory ---------------------------------------------
-  // Step 1, one expert per thread: cum of the ranks before this one, total,
-  // and this rank's count (checked against a given tokens_per_expert).
-  {
-    const std::int32_t* tall = b.tpe_all(b.epoch);
-    const std::int32_t* given = b.lb == 0 ? p.tpe[b.g] : nullptr;
-    for (int e = b.tid; e < E; e += kThreads) {
-      int total = 0, before = 0, own = 0;
-      for (int r0 = 0; r0 < R; r0 += 8) {
-        int v[8];  // loads first, so they are in flight together
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          total += v[u];
-          if (r0 + u < b.rank) before += v[u];
-          if (r0 + u == b.rank) own = v[u];
-        }
-      }
-      if (given && given[e] != own) record(&p.status->bad_tpe, b.rank, e);
-      t.base[e] = before;
-      t.rem[e] = total;
-      if (epn % 32 == 0) {
-        // A warp's 32 experts belong to one rank: one shared atomic per warp.
-        const int w = warp_sum(total);
-        if (b.lane == 0) atomicAdd(&t.load[e / epn], w);
-      } else {
-        atomicAdd(&t.load[e / epn], total);
-      }
-    }
-  }
-  __syncthreads();
-  trace_point(p, 5);
-
-  // Step 2 by warp 0; meanwhile the other warps add the earlier blocks'
-  // totals to the block's bases (needed from step 6 on), 16-byte loads all
-  // in flight together.
-  if (b.warp == 0) {
-    plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
-  } else if (s.worker) {
-    const std::int32_t* ghist = b.loc() + p.loc.hist;
-    for (int e = b.tid - 32; e < E; e += kThreads - 32) {
-      const int4* hrow = reinterpret_cast<const int4*>(ghist + static_cast<i64>(e) * hs);
-      int bbase = 0;
-      for (int q0 = 0; 4 * q0 < s.w; q0 += 8) {
-        int4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = 4 * (q0 + u) < s.w ? hrow[q0 + u] : make_int4(0, 0, 0, 0);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int c[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) bbase += 4 * (q0 + u) + j < s.w ? c[j] : 0;
-        }
-      }
-      t.base[e] += bbase;
-    }
-  }
-  __syncthreads();
-  trace_point(p, 6);
-  // Step 3 (one warp per owner) into the shared alloc.
-  plan_expert_split(
-      b, t.rem, t.from, t.quota, t.ncand,
-      [&](int e, int r, int c, int take) {
-        t.acum[e * as + r] = take;
-        t.cand[2 * (r * epn + c)] = e;
-        t.cand[2 * (r * epn + c) + 1] = take;
-      },
-      [&](int e, int h, int keep) { t.acum[e * as + h] = keep; },
-      [&](int h, int copies) { t.copies[h] = copies; });
-  __syncthreads();
-  trace_point(p, 7);
-  // acum[e][r]: prefix over ranks, in place (odd row stride: the rows of 32
-  // consecutive experts fall in distinct banks).
-  for (int e = b.tid; e < E; e += kThreads) {
-    int* a = t.acum + e * as;
-    int run = 0;
-    for (int r = 0; r < R; ++r) a[r] = (run += a[r]);
-  }
-  __syncthreads();
-  trace_point(p, 8);
-
-  // Steps 4-5, one warp per destination; the per-warp counts are done
-  // with, so their space holds the expert offsets eoff[d][e].
-  int* eoff = t.hist;
-  for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, eoff, d);
-  __syncthreads();
-  if (b.lb == 0) {
-    // Every rank's output holds the whole experts_to_copy table.
-    for (int i = b.tid; i < R * B; i += kThreads) b.out()[p.out.etc + i] = t.etc[i];
-    if (b.tid == 0) {
-      b.out()[p.out.rs] = min(t.ncand[b.rank], epn);
-      b.out()[p.out.rs + 1] = t.copies[b.rank];
-    }
-  }
+  // ---- B: the plan and the sort ---------------------------------------------------
+  plan_and_sort(b, t, s);
   trace_point(p, 9);
 
   // ---- C2 ----------------------------------------------------------------------
@@ -480,29 +585,51 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // loff, dst, and the src_info store, where a run of one expert's entries
   // bound for one destination lands on consecutive words. Neighbouring
   // lanes mostly share an expert, so the table lookups are broadcasts
-  // rather than bank conflicts.
-  for (int j = b.tid; j < ne; j += kThreads) {
-    const int li = t.sorted[j];
-    if (li < 0) continue;
-    const int e = t.sexp[j];
-    const int G = t.base[e] + j - t.key[e];
-    const int* a = t.acum + e * as;
-    int lo = 0, hi = R;
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (a[mid] > G) hi = mid; else lo = mid + 1;
+  // rather than bank conflicts. A thread's kUnroll slots go through each
+  // stage together (the search is a fixed ladder of steps), so their
+  // dependent shared loads overlap instead of queueing one slot after the
+  // other.
+  int top = 1;  // the search's first step: the largest power of two <= R
+  while (2 * top <= R) top *= 2;
+  MOONEP_ROLLED
+  for (int j0 = b.tid; j0 < ne; j0 += kThreads * kUnroll) {
+    int li[kUnroll], ex[kUnroll], G[kUnroll], lo[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u * kThreads;
+      li[u] = j < ne ? t.sorted[j] : -1;
+      ex[u] = j < ne ? t.sexp[j] : 0;
     }
-    const int loff = lo < R ? eoff[lo * E + e] + G - (lo > 0 ? a[lo - 1] : 0) : -1;
-    int d = -1, x = -1;
-    if (loff >= 0 && loff < NvS) {
-      d = lo;
-      x = d * NvS + loff;
-      b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li);
-    } else {
-      internal_error(p);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (li[u] < 0) ex[u] = 0;  // sexp of an empty slot is stale
+      G[u] = t.base[ex[u]] + j0 + u * kThreads - t.key[ex[u]];
+      lo[u] = 0;
     }
-    t.dd[li] = d;
-    t.pos[li] = x;
+    // d = how many acum[e][d] are <= G (acum is non-decreasing over d).
+    for (int step = top; step > 0; step >>= 1) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = lo[u] + step;
+        if (c <= R && t.acum[ex[u] * as + c - 1] <= G[u]) lo[u] = c;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (li[u] < 0) continue;
+      const int e = ex[u], d = lo[u];
+      const int* a = t.acum + e * as;
+      const int loff = d < R ? t.eoff[d * E + e] + G[u] - (d > 0 ? a[d - 1] : 0) : -1;
+      int x = -1;
+      if (loff >= 0 && loff < NvS) {
+        x = d * NvS + loff;
+        b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li[u]);
+      } else {
+        internal_error(p);
+      }
+      t.dd[li[u]] = x >= 0 ? d : -1;
+      t.pos[li[u]] = x;
+    }
   }
   __syncthreads();
   trace_point(p, 10);
@@ -513,6 +640,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   trace_point(p, 11);
   {
     std::int32_t* out_dst = b.out() + p.out.dst + i0;
+    MOONEP_ROLLED
     for (int li = b.tid; li < ne; li += kThreads) out_dst[li] = s_dst[li];
   }
   trace_point(p, 12);
