@@ -4,3 +4,8 @@
 add_executable(moonep_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cu)
 target_link_libraries(moonep_gpu_bench PRIVATE moonep CUDA::cudart)
 moonep_perf_csv(moonep_gpu_bench)
+
+# moonep_warp_latency: cycles per step of the warp primitives the kernels
+# use (a probe for kernel design; README_GPU.md quotes it).
+add_executable(moonep_warp_latency ${CMAKE_CURRENT_LIST_DIR}/warp_latency.cu)
+target_link_libraries(moonep_warp_latency PRIVATE CUDA::cudart)

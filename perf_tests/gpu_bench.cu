@@ -170,8 +170,8 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "C1 (histograms, ranks in warp)",
             "block totals out, arrival",
             "all counts arrived (barrier)",
-            "step 1 (counts loaded)",
-            "step 2 (+ block bases loaded)",
+            "step 1 (+ sort keys, block bases)",
+            "step 2 (+ entries sorted)",
             "step 3 (expert split)",
             "acum",
             "steps 4-5 (offsets), etc out",
@@ -180,7 +180,11 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "dst stores",
             "step 8 (dup rows)",
             "block 0: layout, src_info -1 (end)",
-            "own work before the wait done"};
+            "own work before the wait done",
+            "thread 0's routing loads arrived",
+            "step 2: loads arrived",
+            "step 2: moves known",
+            "step 4 done (destination 0)"};
   }
   return {"start",
           "C1 pass 1 (histograms)",

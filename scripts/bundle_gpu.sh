@@ -19,6 +19,9 @@ targets=(test_cuda_planner moonep_gpu_bench)
 if cmake --build "$BUILD" --target help | grep -q '^test_cuda_dispatch:'; then
   targets+=(test_cuda_dispatch)
 fi
+if cmake --build "$BUILD" --target help | grep -q '^moonep_warp_latency:'; then
+  targets+=(moonep_warp_latency)
+fi
 if cmake --build "$BUILD" --target help | grep -q '^moonep-plan:'; then
   targets+=(moonep-plan)
 else
