@@ -189,6 +189,25 @@ __device__ int block_exclusive_scan(int v, int* s_scan) {
 }
 
 
+// ---- Step 1 helpers (both kernels) ------------------------------------------
+// Expert e's counts of ranks r0..r0+7 (0 past R) in the gathered
+// tokens_per_expert table [R][E]: the loads first, so they are in flight
+// together.
+__device__ __forceinline__ void rank_counts8(const std::int32_t* tall, int E, int R, int e, int r0, int (&v)[8]) {
+#pragma unroll
+  for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+}
+// load[e / epn] += total, e's total over the ranks.
+__device__ __forceinline__ void add_to_load(int* s_load, int epn, int e, int total) {
+  if (epn % 32 == 0) {
+    // A warp's 32 experts belong to one rank: one shared atomic per warp.
+    const int w = warp_sum(total);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&s_load[e / epn], w);
+  } else {
+    atomicAdd(&s_load[e / epn], total);
+  }
+}
+
 // ---- Step 2: rank-level moves (warp 0 of the block) -----------------------
 // In: s_load [R]. Out: s_from[r] (donor of receiver r, -1: none) and
 // s_quota[r] (what r receives), both preset by the caller to -1 / 0.

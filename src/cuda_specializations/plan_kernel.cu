@@ -112,9 +112,8 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
   for (int e = b.tid; e < E; e += kThreads) {
     int run = 0;
     for (int r0 = 0; r0 < R; r0 += 8) {
-      int v[8];  // loads first, so they are in flight together
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+      int v[8];
+      rank_counts8(tall, E, R, e, r0, v);
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int r = r0 + u;
@@ -123,13 +122,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
       }
     }
     s_rem[e] = run;
-    if (epn % 32 == 0) {
-      // A warp's 32 experts belong to one rank: one shared atomic per warp.
-      const int w = warp_sum(run);
-      if (b.lane == 0) atomicAdd(&s_load[e / epn], w);
-    } else {
-      atomicAdd(&s_load[e / epn], run);
-    }
+    add_to_load(s_load, epn, e, run);
   }
   __syncthreads();
   trace_point(p, 6);

@@ -353,9 +353,8 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
       int total = 0, before = 0, own = 0;
       MOONEP_ROLLED
       for (int r0 = 0; r0 < R; r0 += 8) {
-        int v[8];  // loads first, so they are in flight together
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = r0 + u < R ? tall[static_cast<i64>(r0 + u) * E + e] : 0;
+        int v[8];
+        rank_counts8(tall, E, R, e, r0, v);
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
           total += v[u];
@@ -366,13 +365,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
       if (given && given[e] != own) record(&p.status->bad_tpe, b.rank, e);
       t.base[e] = before;
       t.rem[e] = total;
-      if (epn % 32 == 0) {
-        // A warp's 32 experts belong to one rank: one shared atomic per warp.
-        const int w = warp_sum(total);
-        if (b.lane == 0) atomicAdd(&t.load[e / epn], w);
-      } else {
-        atomicAdd(&t.load[e / epn], total);
-      }
+      add_to_load(t.load, epn, e, total);
     }
   } else if (s.worker) {
     if (b.warp == H) sort_keys_warp(b, t);
