@@ -284,16 +284,15 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
 // Sinks: take(e, t, n) for alloc[t][e] = n (t != owner) and receiver t's
 // candidate number c; keep(e, h, n) for the owner's remainder;
 // copies(h, n) for remote_stats[h][1]; done(h), by the whole warp once
-// h's takes and keeps are stored (the warp's lanes see them). Warps
-// 0..nwarps-1 call, one owner each in turn.
+// h's takes and keeps are stored (the warp's lanes see them).
 // Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
 // and every index 7): quotas and remainders live in registers, lane l
 // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
 // one __reduce_max over (value << 7 | 127 - index), which picks the
 // largest value and, among equals, the lowest index.
 template <class Take, class Keep, class Copies, class Done>
-__device__ void plan_expert_split(const Block& b, int nwarps, int* s_rem, const int* s_from, int* s_quota,
-                                  int* s_ncand, Take take_sink, Keep keep, Copies copies_sink, Done done) {
+__device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
+                                  Take take_sink, Keep keep, Copies copies_sink, Done done) {
   const KernelParams& p = b.p;
   const int R = p.R, epn = p.epn;
   const bool packed = R <= 128 && epn <= 128 && static_cast<i64>(R) * p.N < (1LL << 25);
@@ -303,7 +302,7 @@ __device__ void plan_expert_split(const Block& b, int nwarps, int* s_rem, const 
     else internal_error(p);
   };
   MOONEP_ROLLED
-  for (int h = b.warp; h < R; h += nwarps) {
+  for (int h = b.warp; h < R; h += kWarps) {
     if (packed) {
       int q[4], rm[4];
 #pragma unroll
@@ -390,7 +389,7 @@ __device__ __forceinline__ unsigned warp_peers(int e, int bits) {
   unsigned peers = e >= 0 ? valid : ~valid;
   MOONEP_ROLLED
   for (int bit = 0; bit < bits; ++bit) {
-    const bool set = (e >> bit) & 1;
+    const bool set = (e >> bit) & 1;  // -1: every bit set, masked by ~valid
     const unsigned on = __ballot_sync(0xffffffffu, set);
     peers &= set ? on : ~on;
   }

@@ -134,7 +134,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
 
   // Step 3: expert split into rank 0's alloc and candidate lists.
   plan_expert_split(
-      b, kWarps, s_rem, s_from, s_quota, s_ncand,
+      b, s_rem, s_from, s_quota, s_ncand,
       [&](int e, int t, int c, int take) {
         alloc[static_cast<i64>(e) * R + t] = take;
         cand[(static_cast<i64>(t) * epn + c) * 2] = e;

@@ -20,18 +20,17 @@
 //       block totals stored for later blocks' bases and added with atomics
 //       into the gathered tokens_per_expert (double-buffered by step
 //       parity); arrive at the one counter every block of every rank
-//       waits on. While waiting: zero the plan's tables (and, at R >
-//       kWarps / 2, sort the block's entries, see B).
-//   B   after the barrier: step 1 (the gathered counts: cum of the ranks
-//       before, totals, load), step 2 by warp 0, step 3 (one warp per
-//       owner), acum, steps 4-5 over each destination's own and candidate
-//       experts only (one warp per destination). Block 0 of rank d stores
-//       d's experts_to_copy and remote_stats. At R <= kWarps / 2 half the
-//       warps plan while the other half sorts the block's entries by
-//       expert (slot key[e] + warp base + rank: a contiguous range per
-//       expert, `sorted` / `sexp`) and takes the earlier blocks' totals off
-//       the keys; planning leaves them idle anyway (steps 3-5 use one warp
-//       per rank), and the sort is then off the critical path.
+//       waits on. While waiting: zero the plan's tables.
+//   B   after the barrier, four windows between block barriers: step 1
+//       (the gathered counts: cum of the ranks before, totals, load) on
+//       half the warps while the others compute the sort keys and the
+//       earlier blocks' counts; step 2 by warp 0 while the others sort the
+//       block's entries by expert (slot key[e] + warp base + rank: a
+//       contiguous range per expert, `sorted` / `sexp`); step 3 and acum
+//       (one warp per owner); steps 4-5 over each destination's own and
+//       candidate experts only (one warp per destination). Block 0 of rank
+//       d stores d's experts_to_copy and remote_stats. The sort used to run
+//       while waiting, on the last arriving block's critical path.
 //   C2  step 6 over the entries in expert order: destination and loff
 //       (search of acum, the expert offsets: both in shared memory) and
 //       the src_info store (consecutive words per (expert, destination)
@@ -387,7 +386,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // odd row stride: the rows of 32 consecutive experts fall in distinct
   // banks).
   plan_expert_split(
-      b, kWarps, t.rem, t.from, t.quota, t.ncand,
+      b, t.rem, t.from, t.quota, t.ncand,
       [&](int e, int r, int c, int take) {
         t.acum[e * as + r] = take;
         t.cand[2 * (r * epn + c)] = e;
