@@ -12,11 +12,12 @@
 #include "plan_kernel.hpp"
 
 // Before a loop of code that runs once per launch (most of the planning
-// kernels): keep it rolled. The kernels are several times larger than an
-// SM's instruction cache and run once per step, so every instruction they
-// execute is fetched from L2 at each launch; a loop unrolled for a trip
-// count it rarely reaches (one or two trips at the headline) costs fetch
-// time and gains nothing (perf_tests/README_GPU.md, device runs 31-32).
+// kernels): keep it rolled. The kernels run once per step and are most
+// likely more code than an SM's instruction cache holds, so what they
+// execute is fetched anew at each launch; a loop unrolled for a trip count
+// it rarely reaches (one or two trips at the headline) costs fetch time
+// and gains nothing: rolling such loops gained 0.7 us
+// (perf_tests/README_GPU.md, device runs 31-32).
 #define MOONEP_ROLLED _Pragma("unroll 1")
 
 namespace moonep::cuda::impl {
