@@ -128,7 +128,7 @@ __device__ __forceinline__ int alloc_of(const Tables& t, int as, int e, int d) {
 // after d's) first, copy slots E+b last. Only (d, e) pairs with entries
 // need an offset; the full E+B walk of cu_seqlens is store_layout's, for
 // rank d only.
-__device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d) {
+__device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
   const KernelParams& p = b.p;
   const int E = p.E, B = p.B, epn = p.epn, as = acum_stride(p.R);
   const int mw = mark_words(E);
@@ -173,7 +173,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
       const int n = __shfl_up_sync(0xffffffffu, incl, o);
       if (b.lane >= o) incl += n;
     }
-    if (j < epn) eoff[d * E + d * epn + j] = run + incl - v;
+    if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v;
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
   // Candidates: uncopied ones in expert order, copied ones in slot order.
@@ -186,7 +186,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int* eoff, int d
       const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
       if (before) at += pad_to(p, cd[2 * j + 1]);
     }
-    eoff[d * E + ce] = at;
+    t.eoff[d * E + ce] = at;
   }
 }
 
@@ -407,7 +407,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // Window 4: steps 4-5, one warp per destination (the per-warp counts of
   // C1 are done with: eoff takes their place).
   MOONEP_ROLLED
-  for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, t.eoff, d);
+  for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, d);
   __syncthreads();
   if (b.lb == 0) {
     // Every rank's output holds the whole experts_to_copy table.
