@@ -237,11 +237,12 @@ __device__ void store_layout(const Block& b, const Tables& t) {
 // After the barrier, in four windows between block barriers:
 //   1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
 //      H+1..: the earlier blocks' counts of each expert (bb);
-//   2. warp 0: step 2; the other warps: the block's entries into expert
-//      order, and bb into base;
-//   3. step 3, one warp per owner;
+//   2. warp 0: step 2; the other warps: bb into base (and, at R >= kWarps,
+//      the block's entries into expert order);
+//   3. step 3, one warp per owner (at R < kWarps, warps R.. sort the
+//      block's entries meanwhile);
 //   4. steps 4-5, one warp per destination.
-// The sort is needed only from step 6 on: beside steps 1-2 it is off the
+// The sort is needed only from step 6 on: beside steps 1-3 it is off the
 // critical path (before the barrier it was on the last arriving block's),
 // and it uses warps planning leaves idle. Every barrier is the whole
 // block's: with a named barrier per warp group, compute-sanitizer's
@@ -298,18 +299,17 @@ __device__ void block_bases(const Block& b, const Tables& t, const Slice& s, int
   }
 }
 
-// Window 2, by warps 1..kWarps-1: every entry to slot key[e] + its C1
-// warp's base + its rank within that warp (any slot order works as long
-// as each expert's entries are contiguous and in order), into sorted
-// (entry) and sexp (expert); then base[e] += bb[e], so that step 6's
-// G = base[e] + j - key[e] is the rank-wide index of the entry in slot j.
-__device__ void sort_entries(const Block& b, const Tables& t, const Slice& s) {
+// By warps first_warp.. (nwarps of them), in the window where most warps
+// are idle: every entry to slot key[e] + its C1 warp's base + its rank
+// within that warp (any slot order works as long as each expert's entries
+// are contiguous and in order), into sorted (entry) and sexp (expert).
+__device__ void sort_entries(const Block& b, const Tables& t, const Slice& s, int first_warp, int nwarps) {
   const KernelParams& p = b.p;
   const int E = p.E, K = p.K;
   const i64 i0 = s.tok0 * K;
   const int ne = static_cast<int>(s.tok1 - s.tok0) * K;
   MOONEP_ROLLED
-  for (int w = b.warp - 1; w < kWarps; w += kWarps - 1) {
+  for (int w = b.warp - first_warp; w < kWarps; w += nwarps) {
     const i64 w1 = warp_entries_begin(s, K, w + 1);
     MOONEP_ROLLED
     for (i64 i = warp_entries_begin(s, K, w) + b.lane; i < w1; i += 32) {
@@ -329,8 +329,6 @@ __device__ void sort_entries(const Block& b, const Tables& t, const Slice& s) {
       }
     }
   }
-  MOONEP_ROLLED
-  for (int e = b.tid - 32; e < E; e += kThreads - 32) t.base[e] += t.bb[e];
 }
 
 // Steps 1-5 into the block's shared tables and the sort, in the windows
@@ -372,11 +370,17 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   }
   __syncthreads();
   trace_point(p, 5);
-  // Window 2.
+  // Window 2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
+  // the rank-wide index of the entry in slot j.
+  // The entries are sorted here when step 3 leaves no warp idle (R >=
+  // kWarps), else in window 3 by the warps it leaves idle.
+  const bool sort_in_3 = R < kWarps;
   if (b.warp == 0) {
     plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
   } else if (s.worker) {
-    sort_entries(b, t, s);
+    MOONEP_ROLLED
+    for (int e = b.tid - 32; e < E; e += kThreads - 32) t.base[e] += t.bb[e];
+    if (!sort_in_3) sort_entries(b, t, s, 1, kWarps - 1);
   }
   __syncthreads();
   trace_point(p, 6);
@@ -385,6 +389,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // the same warp (an expert's alloc comes from its owner's split alone;
   // odd row stride: the rows of 32 consecutive experts fall in distinct
   // banks).
+  if (sort_in_3 && b.warp >= R && s.worker) sort_entries(b, t, s, R, kWarps - R);
   plan_expert_split(
       b, t.rem, t.from, t.quota, t.ncand,
       [&](int e, int r, int c, int take) {
