@@ -380,25 +380,6 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
   }
 }
 
-// Lanes of the warp holding the same expert id as this lane (all lanes
-// holding -1 together): one ballot per bit of the id instead of
-// __match_any_sync, whose cost grows with the number of distinct values in
-// the warp (routing spreads a warp's 32 entries over ~20 experts). Every
-// lane calls with the same `bits` (ids < 2^bits).
-__device__ __forceinline__ unsigned warp_peers(int e, int bits) {
-  const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
-  unsigned peers = e >= 0 ? valid : ~valid;
-  MOONEP_ROLLED
-  for (int bit = 0; bit < bits; ++bit) {
-    const bool set = (e >> bit) & 1;  // -1: every bit set, masked by ~valid
-    const unsigned on = __ballot_sync(0xffffffffu, set);
-    peers &= set ? on : ~on;
-  }
-  return peers;
-}
-// Bits of the largest expert id, E - 1.
-__device__ __forceinline__ int id_bits(int E) { return E > 1 ? 32 - __clz(E - 1) : 0; }
-
 // ---- C1 slices: which entries a block and each of its warps own -------------
 // The first bpr - nworkers blocks of a rank own none (they plan instead).
 struct Slice {

@@ -18,6 +18,7 @@ struct ReplicatedLayout {
   std::int64_t base, key, rem, bb;          // per expert
   std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
   std::int64_t acum, cand, cslot, etc, mark;  // the plan's tables
+  std::int64_t peer;                        // [kWarps][E] C1's peer words (in sorted .. bb)
   std::int64_t small;                       // ten [R] arrays, then [kWarps] scan scratch
   std::int64_t words;
 };
@@ -40,6 +41,10 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   l.key = at; at += round_up4(e);
   l.rem = at; at += round_up4(e);
   l.bb = at; at += round_up4(e);
+  // C1's peer words [kWarps][E] share the space of sorted .. bb, which C1
+  // leaves unused; padded where that space is smaller.
+  l.peer = l.sorted;
+  if (at - l.sorted < kWarps * e) at = l.sorted + round_up4(kWarps * e);
   l.hist = at; at += round_up4(rows * e);
   l.acum = at; at += round_up4(e * acum_stride(R));
   l.cand = at; at += round_up4(2 * e);
