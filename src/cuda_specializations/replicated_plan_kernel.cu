@@ -70,13 +70,14 @@ struct Tables {
   int* rem;       // [E] totals, then what each owner keeps
   int* bb;        // [E] the rank's entries of e in the blocks before this one
   int* hist;      // [kWarps][E] per-warp counts (C1), then exclusive warp bases
-  int* eoff;      // [R][E] expert offsets of every destination (hist's space, steps 4-5 on)
+  int* eoff;      // [R][E] d's slot of e's entry with global index G is eoff[d][e] + G (hist's space, steps 4-5 on)
   int* acum;      // [E][acum_stride] alloc, then its prefix over ranks
   int* cand;      // [R][epn][2] each receiver's (expert, count) takes
   int* cslot;     // [R][epn] copy slot of each candidate (-1: not copied)
   int* etc;       // [R][B] experts_to_copy
   unsigned* mark; // [R][mark_words] experts picked into d's copy slots
   unsigned* peer; // [kWarps][E] C1: lanes of the round holding e (sorted .. bb's space)
+  std::int32_t** sip; // [R] each destination's src_info
   int *load, *bal, *from, *quota, *ncand, *copies, *ng, *nl, *gb, *lb, *scan;
 };
 
@@ -101,6 +102,7 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.etc = sm + l.etc;
   t.mark = reinterpret_cast<unsigned*>(sm + l.mark);
   t.peer = reinterpret_cast<unsigned*>(sm + l.peer);
+  t.sip = reinterpret_cast<std::int32_t**>(sm + l.sip);
   int* small = sm + l.small;
   const int R4 = (p.R + 3) & ~3;
   t.load = small;
@@ -176,7 +178,8 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
       const int n = __shfl_up_sync(0xffffffffu, incl, o);
       if (b.lane >= o) incl += n;
     }
-    if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v;
+    // Less acum[e][d-1]: step 6's loff is then eoff + G, one load fewer.
+    if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v - (d > 0 ? t.acum[(d * epn + j) * as + d - 1] : 0);
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
   // Candidates: uncopied ones in expert order, copied ones in slot order.
@@ -189,7 +192,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
       const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
       if (before) at += pad_to(p, cd[2 * j + 1]);
     }
-    t.eoff[d * E + ce] = at;
+    t.eoff[d * E + ce] = at - (d > 0 ? t.acum[ce * as + d - 1] : 0);
   }
 }
 
@@ -565,6 +568,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   for (int i = b.tid; i < ne; i += kThreads) t.sorted[i] = -1;
   MOONEP_ROLLED
   for (int r = b.tid; r < R; r += kThreads) {
+    t.sip[r] = b.out_of(r) + p.out.src_info;
     t.load[r] = 0;
     t.from[r] = -1;
     t.quota[r] = 0;
@@ -602,6 +606,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // other.
   int top = 1;  // the search's first step: the largest power of two <= R
   while (2 * top <= R) top *= 2;
+  const int src0 = b.rank * NvS + static_cast<int>(i0);  // src_info value of the block's entry 0
   MOONEP_ROLLED
   for (int j0 = b.tid; j0 < ne; j0 += kThreads * kUnroll) {
     int li[kUnroll], ex[kUnroll], G[kUnroll], lo[kUnroll];
@@ -625,22 +630,23 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
         if (c <= R && t.acum[ex[u] * as + c - 1] <= G[u]) lo[u] = c;
       }
     }
+    // The stores, with as few instructions per slot as possible: d's
+    // src_info pointer from a table, the source index from one base, one
+    // error flag for all slots (step 6 issues some 75 instructions per slot
+    // on 16 warps: its time is as much issue as latency).
+    bool bad = false;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (li[u] < 0) continue;
-      const int e = ex[u], d = lo[u];
-      const int* a = t.acum + e * as;
-      const int loff = d < R ? t.eoff[d * E + e] + G[u] - (d > 0 ? a[d - 1] : 0) : -1;
-      int x = -1;
-      if (loff >= 0 && loff < NvS) {
-        x = d * NvS + loff;
-        b.out_of(d)[p.out.src_info + loff] = static_cast<int>(b.rank * NvS + i0 + li[u]);
-      } else {
-        internal_error(p);
-      }
-      t.dd[li[u]] = x >= 0 ? d : -1;
-      t.pos[li[u]] = x;
+      const int d = lo[u];
+      const int loff = t.eoff[min(d, R - 1) * E + ex[u]] + G[u];
+      const bool ok = d < R && loff >= 0 && loff < NvS;
+      if (ok) t.sip[d][loff] = src0 + li[u];
+      bad |= !ok;
+      t.dd[li[u]] = ok ? d : -1;
+      t.pos[li[u]] = ok ? d * NvS + loff : -1;
     }
+    if (bad) internal_error(p);
   }
   __syncthreads();
   trace_point(p, 10);
