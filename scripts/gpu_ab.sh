@@ -2,7 +2,7 @@
 # gpu_ab.sh NAME[:CUDA_FLAGS] ... — build CUDA kernel variants of this
 # checkout for an A/B on a GPU machine. Each NAME gets its own build folder
 # (build-ab-NAME; Release, sm_90) configured with CUDA_FLAGS, e.g.
-#   scripts/gpu_ab.sh base "r80:-DMOONEP_CUDA_MAX_REGS=80" "t384:-DMOONEP_CUDA_BLOCK_THREADS=384"
+#   scripts/gpu_ab.sh base "r80:-DMOONEP_CUDA_MAX_REGS=80" "t384:-DMOONEP_CUDA_BLOCK_THREADS=384 -DMOONEP_CUDA_UNVERIFIED_SHAPE"
 # and its test_cuda_planner and moonep_gpu_bench go to .bundle/NAME; the
 # shared libraries they need go to .bundle/lib once, and .bundle/ab.sh runs
 # on the GPU machine:

@@ -41,6 +41,13 @@ inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
 // many blocks (device runs 20-22).
 inline constexpr int kReplicatedBlocksPerSM = 1;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
+// Only 512 threads (the default) has passed the GPU unit tests with the
+// current kernels; a 1024-thread build failed one assertion in device run
+// 42 (not yet found). Other shapes are for measurement, behind an explicit
+// opt-in.
+#if MOONEP_CUDA_BLOCK_THREADS != 512 && !defined(MOONEP_CUDA_UNVERIFIED_SHAPE)
+#error "MOONEP_CUDA_BLOCK_THREADS other than 512 is unverified: define MOONEP_CUDA_UNVERIFIED_SHAPE to build it for measurement"
+#endif
 static_assert(MOONEP_CUDA_MAX_REGS >= 24 && MOONEP_CUDA_MAX_REGS <= 255 &&
                   MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS <= 65536,
               "MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS must fit an SM's 65536 registers");
