@@ -25,17 +25,20 @@
 //   B   after the barrier, four windows between block barriers: step 1
 //       (the gathered counts: cum of the ranks before, totals, load) on
 //       half the warps while the others compute the sort keys and the
-//       earlier blocks' counts; step 2 by warp 0 while the others sort the
-//       block's entries by expert (slot key[e] + warp base + rank: a
-//       contiguous range per expert, `sorted` / `sexp`); step 3 and acum
-//       (one warp per owner); steps 4-5 over each destination's own and
-//       candidate experts only (one warp per destination). Block 0 of rank
-//       d stores d's experts_to_copy and remote_stats. The sort used to run
-//       while waiting, on the last arriving block's critical path.
+//       earlier blocks' counts; step 2 by warp 0; step 3 and acum (one
+//       warp per owner); steps 4-5 over each destination's own and
+//       candidate experts only (one warp per destination). Beside step 3
+//       (beside step 2 when R >= kWarps leaves no warp idle there) the
+//       other warps sort the block's entries by expert (slot key[e] + warp
+//       base + rank: a contiguous range per expert, `sorted` / `sexp`).
+//       Block 0 of rank d stores d's experts_to_copy and remote_stats. The
+//       sort used to run while waiting, on the last arriving block's
+//       critical path.
 //   C2  step 6 over the entries in expert order: destination and loff
 //       (search of acum, the expert offsets: both in shared memory) and
 //       the src_info store (consecutive words per (expert, destination)
-//       run); step 7 per token, one dup-row reservation per destination,
+//       run; each destination's src_info pointer from a table filled
+//       while waiting); step 7 per token, one dup-row reservation per destination,
 //       dst, step 8 rows; block 0 stores cu_seqlens, the zero-fill ranges
 //       and src_info -1 in the padding and tail slots. The kernel's end
 //       publishes everything.
