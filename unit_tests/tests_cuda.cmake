@@ -14,3 +14,6 @@ if(MoonEP_HAVE_CUDA)
   # (no CUDA-enabled Kokkos here; see the file's header).
   moonep_add_cuda_test(test_cuda_dispatch test_cuda_dispatch.cpp)
 endif()
+# The replicated kernel's shared-memory layout is plain C++: checked on the
+# host in every build, GPU or not.
+moonep_add_test(test_cuda_layout test_cuda_layout.cpp)

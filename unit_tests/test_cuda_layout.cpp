@@ -1,0 +1,85 @@
+// The replicated CUDA kernel's shared-memory layout (replicated_layout.hpp,
+// plain C++), checked on the host so CI covers it without a GPU: every
+// region 16-byte aligned and large enough, no two regions of the same time
+// overlapping, and C1's peer words inside the space of sorted .. bb that
+// C1 leaves unused (padded where that space is smaller), never over the
+// entries and ranks C1 writes or the histograms after them.
+#include "catch2_compat.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_specializations/replicated_layout.hpp"
+
+namespace {
+
+using moonep::cuda::impl::acum_stride;
+using moonep::cuda::impl::kWarps;
+using moonep::cuda::impl::mark_words;
+using moonep::cuda::impl::replicated_layout;
+using moonep::cuda::impl::ReplicatedLayout;
+
+struct Shape { int R, E, B, K, block_tokens; };
+
+std::int64_t up4(std::int64_t n) { return n > 0 ? (n + 3) / 4 * 4 : 4; }
+
+// (name, offset, words it must hold), in layout order.
+std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regions(const ReplicatedLayout& l,
+                                                                                     const Shape& s) {
+  const std::int64_t ne = static_cast<std::int64_t>(s.block_tokens) * s.K, E = s.E, R = s.R;
+  const std::int64_t rows = R > kWarps ? R : kWarps;
+  return {{"ent", {l.ent, ne}},
+          {"pos", {l.pos, ne}},
+          {"sorted", {l.sorted, ne}},
+          {"sexp", {l.sexp, ne}},
+          {"dd", {l.dd, ne}},
+          {"mask", {l.mask, s.block_tokens}},
+          {"base", {l.base, E}},
+          {"key", {l.key, E}},
+          {"rem", {l.rem, E}},
+          {"bb", {l.bb, E}},
+          {"hist", {l.hist, rows * E}},
+          {"acum", {l.acum, E * acum_stride(s.R)}},
+          {"cand", {l.cand, 2 * E}},
+          {"cslot", {l.cslot, E}},
+          {"etc", {l.etc, R * s.B}},
+          {"mark", {l.mark, R * mark_words(s.E)}},
+          {"small", {l.small, 10 * up4(R) + kWarps}},
+          {"sip", {l.sip, 2 * R}}};
+}
+
+}  // namespace
+
+TEST_CASE("replicated kernel layout: aligned regions that do not overlap; C1's peer words fit sorted .. bb",
+          "[cuda_layout]") {
+  std::vector<Shape> shapes = {
+      {8, 256, 32, 8, 274},   // the headline: sorted .. bb holds the peer words
+      {8, 1024, 32, 8, 274},  // E = 1024: the peer words need padding
+      {1, 4, 2, 2, 7},        {2, 8, 2, 2, 4},     {3, 12, 4, 4, 14},  {16, 256, 32, 8, 512},
+      {32, 2048, 2, 2, 3},    {128, 128, 1, 1, 1}, {4, 8, 5, 3, 20},   {8, 64, 200, 8, 35},
+  };
+  for (int R : {1, 2, 5, 8, 17})
+    for (int epn : {1, 3, 32})
+      for (int K : {1, 8, 32}) shapes.push_back({R, R * epn, 3, K, 9 * R + 1});
+  for (const Shape& s : shapes) {
+    const ReplicatedLayout l = replicated_layout(s.R, s.E, s.B, s.K, s.block_tokens);
+    INFO("R=" << s.R << " E=" << s.E << " B=" << s.B << " K=" << s.K << " block_tokens=" << s.block_tokens);
+    const auto rs = regions(l, s);
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      INFO("region " << rs[i].first);
+      CHECK(rs[i].second.first % 4 == 0);
+      const std::int64_t end = rs[i].second.first + rs[i].second.second;
+      if (i + 1 < rs.size()) CHECK(end <= rs[i + 1].second.first);
+      else CHECK(end <= l.words);
+    }
+    // C1's peer words: after the entries and ranks C1 writes, before the
+    // histograms, aligned.
+    const std::int64_t peer_words = static_cast<std::int64_t>(kWarps) * s.E;
+    CHECK(l.peer % 4 == 0);
+    CHECK(l.peer >= l.pos + static_cast<std::int64_t>(s.block_tokens) * s.K);
+    CHECK(l.peer + peer_words <= l.hist);
+    CHECK(l.words % 4 == 0);
+  }
+}
