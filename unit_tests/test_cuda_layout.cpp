@@ -19,11 +19,10 @@ using moonep::cuda::impl::acum_stride;
 using moonep::cuda::impl::kWarps;
 using moonep::cuda::impl::mark_words;
 using moonep::cuda::impl::replicated_layout;
+using moonep::cuda::impl::round_up4;
 using moonep::cuda::impl::ReplicatedLayout;
 
 struct Shape { int R, E, B, K, block_tokens; };
-
-std::int64_t up4(std::int64_t n) { return n > 0 ? (n + 3) / 4 * 4 : 4; }
 
 // (name, offset, words it must hold), in layout order.
 std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regions(const ReplicatedLayout& l,
@@ -46,7 +45,7 @@ std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regio
           {"cslot", {l.cslot, E}},
           {"etc", {l.etc, R * s.B}},
           {"mark", {l.mark, R * mark_words(s.E)}},
-          {"small", {l.small, 10 * up4(R) + kWarps}},
+          {"small", {l.small, 10 * round_up4(R) + kWarps}},
           {"sip", {l.sip, 2 * R}}};
 }
 

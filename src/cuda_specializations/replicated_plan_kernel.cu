@@ -123,9 +123,12 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
 }
 
 // alloc[d][e] from the prefix table.
+// acum[e][d-1]: e's entries computed on the ranks before d (0 for d = 0).
+__device__ __forceinline__ int acum_before(const Tables& t, int as, int e, int d) {
+  return d > 0 ? t.acum[e * as + d - 1] : 0;
+}
 __device__ __forceinline__ int alloc_of(const Tables& t, int as, int e, int d) {
-  const int* a = t.acum + e * as;
-  return a[d] - (d > 0 ? a[d - 1] : 0);
+  return t.acum[e * as + d] - acum_before(t, as, e, d);
 }
 
 // Step 4 and d's expert offsets, for destination d by one warp. Rank d's
@@ -182,7 +185,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
       if (b.lane >= o) incl += n;
     }
     // Less acum[e][d-1]: step 6's loff is then eoff + G, one load fewer.
-    if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v - (d > 0 ? t.acum[(d * epn + j) * as + d - 1] : 0);
+    if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v - acum_before(t, as, d * epn + j, d);
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
   // Candidates: uncopied ones in expert order, copied ones in slot order.
@@ -195,7 +198,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
       const bool before = si < 0 ? (sj < 0 && cd[2 * j] < ce) : (sj >= 0 && sj < si);
       if (before) at += pad_to(p, cd[2 * j + 1]);
     }
-    t.eoff[d * E + ce] = at - (d > 0 ? t.acum[ce * as + d - 1] : 0);
+    t.eoff[d * E + ce] = at - acum_before(t, as, ce, d);
   }
 }
 
