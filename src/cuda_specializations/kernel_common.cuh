@@ -291,6 +291,49 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
 // holding receivers / local experts l, l+32, l+64, l+96; each argmax is
 // one __reduce_max over (value << 7 | 127 - index), which picks the
 // largest value and, among equals, the lowest index.
+// Owner h's takes on the fast path (see plan_expert_split), NU receivers /
+// local experts per lane: lane l holds l, l + 32, ... l + 32 * (NU - 1).
+template <int NU, class AddCand>
+__device__ __forceinline__ void split_owner_packed(const Block& b, int h, int* s_rem, const int* s_from,
+                                                   const int* s_quota, AddCand add_cand) {
+  const int R = b.p.R, epn = b.p.epn;
+  int q[NU], rm[NU];
+#pragma unroll
+  for (int u = 0; u < NU; ++u) {
+    const int t = b.lane + 32 * u;
+    q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
+    rm[u] = t < epn ? s_rem[h * epn + t] : 0;
+  }
+  MOONEP_ROLLED
+  for (int guard = 0; guard <= R + epn; ++guard) {
+    unsigned kq = 0, km = 0;
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const unsigned t = static_cast<unsigned>(b.lane + 32 * u);
+      if (q[u] > 0) kq = max(kq, (static_cast<unsigned>(q[u]) << 7) | (127u - t));
+      if (rm[u] > 0) km = max(km, (static_cast<unsigned>(rm[u]) << 7) | (127u - t));
+    }
+    kq = __reduce_max_sync(0xffffffffu, kq);
+    km = __reduce_max_sync(0xffffffffu, km);
+    if (kq == 0u || km == 0u) break;
+    const int qi = 127 - static_cast<int>(kq & 127u), mj = 127 - static_cast<int>(km & 127u);
+    const int take = min(static_cast<int>(kq >> 7), static_cast<int>(km >> 7));
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int t = b.lane + 32 * u;
+      if (t == qi) q[u] -= take;
+      if (t == mj) rm[u] -= take;
+    }
+    if (b.lane == 0) add_cand(h * epn + mj, qi, take);
+  }
+#pragma unroll
+  for (int u = 0; u < NU; ++u) {
+    const int t = b.lane + 32 * u;
+    if (t < epn) s_rem[h * epn + t] = rm[u];
+  }
+  __syncwarp();
+}
+
 template <class Take, class Keep, class Copies, class Done>
 __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
                                   Take take_sink, Keep keep, Copies copies_sink, Done done) {
@@ -305,41 +348,11 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
   MOONEP_ROLLED
   for (int h = b.warp; h < R; h += kWarps) {
     if (packed) {
-      int q[4], rm[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int t = b.lane + 32 * u;
-        q[u] = (t < R && s_from[t] == h) ? s_quota[t] : 0;
-        rm[u] = t < epn ? s_rem[h * epn + t] : 0;
-      }
-      MOONEP_ROLLED
-      for (int guard = 0; guard <= R + epn; ++guard) {
-        unsigned kq = 0, km = 0;
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const unsigned t = static_cast<unsigned>(b.lane + 32 * u);
-          if (q[u] > 0) kq = max(kq, (static_cast<unsigned>(q[u]) << 7) | (127u - t));
-          if (rm[u] > 0) km = max(km, (static_cast<unsigned>(rm[u]) << 7) | (127u - t));
-        }
-        kq = __reduce_max_sync(0xffffffffu, kq);
-        km = __reduce_max_sync(0xffffffffu, km);
-        if (kq == 0u || km == 0u) break;
-        const int qi = 127 - static_cast<int>(kq & 127u), mj = 127 - static_cast<int>(km & 127u);
-        const int take = min(static_cast<int>(kq >> 7), static_cast<int>(km >> 7));
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int t = b.lane + 32 * u;
-          if (t == qi) q[u] -= take;
-          if (t == mj) rm[u] -= take;
-        }
-        if (b.lane == 0) add_cand(h * epn + mj, qi, take);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int t = b.lane + 32 * u;
-        if (t < epn) s_rem[h * epn + t] = rm[u];
-      }
-      __syncwarp();
+      // One register per lane where receivers and local experts fit 32
+      // lanes (the headline's R = 8, epn = 32): the loop is the critical
+      // path of window 3, and four slots per lane quadruple its selects.
+      if (R <= 32 && epn <= 32) split_owner_packed<1>(b, h, s_rem, s_from, s_quota, add_cand);
+      else split_owner_packed<4>(b, h, s_rem, s_from, s_quota, add_cand);
     } else {
       for (int guard = 0; guard <= R + epn; ++guard) {
         int qv = 0, qi = INT_MAX;
