@@ -442,12 +442,32 @@ __device__ __forceinline__ void load_token(const int* row, int K, int (&v)[kRegK
   }
 }
 
+// load_token's counterpart: the token's K values to a row (global or
+// shared), two 16-byte stores when K == kRegK.
+__device__ __forceinline__ void store_token(std::int32_t* row, int K, const int (&v)[kRegK]) {
+  if (K == kRegK) {
+    reinterpret_cast<int4*>(row)[0] = make_int4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<int4*>(row)[1] = make_int4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kRegK; ++k) {
+      if (k < K) row[k] = v[k];
+    }
+  }
+}
+
 // Step 7 per token: s_d[t*K + k] is entry k's destination rank (-1: none),
 // s_x the value to flip. Later entries bound for a rank already used are
-// stored as -x-1; s_ng/s_nl [R] count dup groups / dup loffs per
-// destination; s_mask[t] bit k: entry k is a primary with duplicates.
+// duplicates, their value flipped to -x-1; s_ng/s_nl [R] count dup groups /
+// dup loffs per destination; s_mask[t] bit k: entry k is a primary with
+// duplicates. kDstOut = false flips s_x in place; kDstOut = true leaves
+// s_x as it is and stores the token's flipped values to out_x (the rank's
+// dst at the tile's first entry; 16-byte aligned rows at K == kRegK): a
+// token's values go out from its registers instead of a shared round trip
+// per duplicate and a separate pass over the tile.
+template <bool kDstOut>
 __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
-                            int* s_nl) {
+                            int* s_nl, std::int32_t* out_x = nullptr) {
   const int K = b.p.K;
   if (K <= kRegK && b.p.R <= 32) {
     // Registers and bitmasks over destinations (R <= 32); every loop over
@@ -476,10 +496,18 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
         const unsigned bit = dd[k] >= 0 ? 1u << dd[k] : 0u;
         if (!((dups >> k) & 1u) && (dupdest & bit)) mask |= 1u << k;
       }
-      MOONEP_ROLLED
-      for (unsigned m = dups; m; m &= m - 1u) {
-        const int k = __ffs(m) - 1;
-        s_x[base + k] = -s_x[base + k] - 1;
+      if constexpr (kDstOut) {
+        int x[kRegK];
+        load_token(s_x + base, K, x);
+#pragma unroll
+        for (int k = 0; k < kRegK; ++k) x[k] = ((dups >> k) & 1u) ? -x[k] - 1 : x[k];
+        store_token(out_x + base, K, x);
+      } else {
+        MOONEP_ROLLED
+        for (unsigned m = dups; m; m &= m - 1u) {
+          const int k = __ffs(m) - 1;
+          s_x[base + k] = -s_x[base + k] - 1;
+        }
       }
       MOONEP_ROLLED
       for (unsigned m = mask; m; m &= m - 1u) {
@@ -497,15 +525,16 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
   for (int tok = b.tid; tok < nt; tok += kThreads) {
     const int base = tok * K;
     unsigned mask = 0;
+    if (kDstOut && K > 0) out_x[base] = s_x[base];
     for (int k = 1; k < K; ++k) {
       const int d = s_d[base + k];
-      if (d < 0) continue;
       int prim = -1;
-      for (int k2 = 0; k2 < k; ++k2) {
+      for (int k2 = 0; d >= 0 && k2 < k; ++k2) {
         if (s_d[base + k2] == d) { prim = k2; break; }
       }
+      if (kDstOut) out_x[base + k] = prim < 0 ? s_x[base + k] : -s_x[base + k] - 1;
       if (prim < 0) continue;
-      s_x[base + k] = -s_x[base + k] - 1;
+      if (!kDstOut) s_x[base + k] = -s_x[base + k] - 1;
       atomicAdd(&s_nl[d], 1);
       if (!((mask >> prim) & 1u)) {
         mask |= 1u << prim;
@@ -542,13 +571,17 @@ __device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_n
 }
 
 // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
-// increasing k, written into the destination's outputs. s_dst holds final
-// dst values (-dst-1 for duplicates); s_gb/s_lb the reservation bases;
-// s_ng/s_nl zero on entry.
+// increasing k, written into the destination's outputs. s_dst holds the
+// dst values, duplicates flipped to -dst-1 unless kDstOut (step7_dedup's
+// parameter of the same name); s_gb/s_lb the reservation bases; s_ng/s_nl
+// zero on entry.
+template <bool kDstOut>
 __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_dst, const unsigned* s_mask,
                            const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
   const KernelParams& p = b.p;
   const int K = p.K, NvS = p.NvS;
+  // A duplicate's dst value (global loff), flipped or not in s_dst.
+  auto dup_value = [](int x) { return kDstOut ? x : -x - 1; };
   auto emit = [&](int d, int primary, int n, int row, int start) -> std::int32_t* {
     if (row >= NvS || start + n > NvS) {
       internal_error(p);
@@ -584,7 +617,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
         if (!out) continue;
         MOONEP_ROLLED
         for (int j = 0; later; later &= later - 1u, ++j) {
-          out[j] = (-s_dst[base + __ffs(later) - 1] - 1) - d * NvS;
+          out[j] = dup_value(s_dst[base + __ffs(later) - 1]) - d * NvS;
         }
       }
     }
@@ -605,7 +638,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
       if (!out) continue;
       int j = 0;
       for (int k = kp + 1; k < K; ++k) {
-        if (s_d[base + k] == d) out[j++] = (-s_dst[base + k] - 1) - d * NvS;
+        if (s_d[base + k] == d) out[j++] = dup_value(s_dst[base + k]) - d * NvS;
       }
     }
   }

@@ -427,7 +427,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     trace_point(p, 13);
 
     // Step 7 per token, then one dup-row reservation per destination.
-    step7_dedup(b, nt, s_d, s_dst, s_mask, s_ng, s_nl);
+    step7_dedup<false>(b, nt, s_d, s_dst, s_mask, s_ng, s_nl);
     __syncthreads();
     const Reservation res = reserve_dup_rows(b, s_ng, s_nl);
     trace_point(p, 14);
@@ -477,7 +477,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     __syncthreads();
 
-    step8_rows(b, nt, s_d, s_dst, s_mask, s_gb, s_lb, s_ng, s_nl);
+    step8_rows<false>(b, nt, s_d, s_dst, s_mask, s_gb, s_lb, s_ng, s_nl);
     for (int li = b.tid; li < ne; li += kThreads) out_dst[i0 + li] = s_dst[li];
     __syncthreads();
   }

@@ -167,14 +167,13 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
     }
   }
   if (p.trace && d == 0 && uncopied != INT_MIN) trace_point(p, 19);  // debug trace: step 4 done (d = 0)
-  // Own experts: padded counts, prefix in expert order.
-  int own = 0;
-  MOONEP_ROLLED
-  for (int j = b.lane; j < epn; j += 32) own += pad_to(p, alloc_of(t, as, d * epn + j, d));
-  const int own_total = warp_sum(own), uncopied_total = warp_sum(uncopied);
+  // Own experts: padded counts, prefix in expert order (their total is
+  // where the prefix ends).
+  const int uncopied_total = warp_sum(uncopied);
   __syncwarp();
   const bool donor_first = nc > 0 && t.from[d] < d;  // the donor's groups come before d's own
-  int run = donor_first ? uncopied_total : 0;
+  const int run0 = donor_first ? uncopied_total : 0;
+  int run = run0;
   MOONEP_ROLLED
   for (int j0 = 0; j0 < epn; j0 += 32) {
     const int j = j0 + b.lane;
@@ -188,6 +187,7 @@ __device__ void steps_4_5_warp(const Block& b, const Tables& t, int d) {
     if (j < epn) t.eoff[d * E + d * epn + j] = run + incl - v - acum_before(t, as, d * epn + j, d);
     run += __shfl_sync(0xffffffffu, incl, 31);
   }
+  const int own_total = run - run0;
   // Candidates: uncopied ones in expert order, copied ones in slot order.
   MOONEP_ROLLED
   for (int i = b.lane; i < nc; i += 32) {
@@ -656,23 +656,20 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   }
   __syncthreads();
   trace_point(p, 10);
+  // Step 7 stores each token's dst values (duplicates flipped) from its
+  // registers; t.pos keeps them unflipped for step 8.
   int* s_dst = t.pos;
-  step7_dedup(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl);
+  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0);
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
   trace_point(p, 11);
-  {
-    std::int32_t* out_dst = b.out() + p.out.dst + i0;
-    MOONEP_ROLLED
-    for (int li = b.tid; li < ne; li += kThreads) out_dst[li] = s_dst[li];
-  }
   trace_point(p, 12);
   if (b.tid < R) {
     t.gb[b.tid] = res.rows;
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
-  step8_rows(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
+  step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
   trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
