@@ -465,9 +465,11 @@ __device__ __forceinline__ void store_token(std::int32_t* row, int K, const int 
 // dst at the tile's first entry; 16-byte aligned rows at K == kRegK): a
 // token's values go out from its registers instead of a shared round trip
 // per duplicate and a separate pass over the tile.
+// With s_later (fast path only), each primary's duplicates as a bitmask
+// at the primary's entry, for step8_rows.
 template <bool kDstOut>
 __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
-                            int* s_nl, std::int32_t* out_x = nullptr) {
+                            int* s_nl, std::int32_t* out_x = nullptr, unsigned* s_later = nullptr) {
   const int K = b.p.K;
   if (K <= kRegK && b.p.R <= 32) {
     // Registers and bitmasks over destinations (R <= 32); every loop over
@@ -511,12 +513,13 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
       }
       MOONEP_ROLLED
       for (unsigned m = mask; m; m &= m - 1u) {
-        const int d = s_d[base + __ffs(m) - 1];
-        int n = 0;
+        const int kp = __ffs(m) - 1, d = s_d[base + kp];
+        unsigned later = 0;  // the primary's duplicates
 #pragma unroll
-        for (int k = 0; k < kRegK; ++k) n += ((dups >> k) & 1u) && dd[k] == d ? 1 : 0;
+        for (int k = 0; k < kRegK; ++k) later |= (((dups >> k) & 1u) && dd[k] == d) ? 1u << k : 0u;
+        if (s_later) s_later[base + kp] = later;
         atomicAdd(&s_ng[d], 1);
-        atomicAdd(&s_nl[d], n);
+        atomicAdd(&s_nl[d], __popc(later));
       }
       s_mask[tok] = mask;
     }
@@ -571,13 +574,15 @@ __device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_n
 }
 
 // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
-// increasing k, written into the destination's outputs. s_dst holds the
+// increasing k, written into the destination's outputs (each primary's
+// duplicates from s_later where step7_dedup stored them). s_dst holds the
 // dst values, duplicates flipped to -dst-1 unless kDstOut (step7_dedup's
 // parameter of the same name); s_gb/s_lb the reservation bases; s_ng/s_nl
 // zero on entry.
 template <bool kDstOut>
 __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_dst, const unsigned* s_mask,
-                           const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
+                           const int* s_gb, const int* s_lb, int* s_ng, int* s_nl,
+                           const unsigned* s_later = nullptr) {
   const KernelParams& p = b.p;
   const int K = p.K, NvS = p.NvS;
   // A duplicate's dst value (global loff), flipped or not in s_dst.
@@ -602,14 +607,18 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
       if (!mask) continue;
       const int base = tok * K;
       int dd[kRegK];
-      load_token(s_d + base, K, dd);
+      if (!s_later) load_token(s_d + base, K, dd);
       MOONEP_ROLLED
       for (; mask; mask &= mask - 1u) {
         const int kp = __ffs(mask) - 1;
         const int d = s_d[base + kp];
         unsigned later = 0;
+        if (s_later) {
+          later = s_later[base + kp];
+        } else {
 #pragma unroll
-        for (int k = 0; k < kRegK; ++k) later |= (k > kp && dd[k] == d) ? 1u << k : 0u;
+          for (int k = 0; k < kRegK; ++k) later |= (k > kp && dd[k] == d) ? 1u << k : 0u;
+        }
         const int n = __popc(later);
         const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
         const int start = s_lb[d] + atomicAdd(&s_nl[d], n);

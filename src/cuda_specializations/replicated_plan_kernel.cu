@@ -716,7 +716,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Step 7 stores each token's dst values (duplicates flipped) from its
   // registers; t.pos keeps them unflipped for step 8.
   int* s_dst = t.pos;
-  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0);
+  // Each primary's duplicates go to ent (free after step 6) for step 8.
+  unsigned* s_later = reinterpret_cast<unsigned*>(t.ent);
+  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later);
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
   trace_point(p, 11);
@@ -726,7 +728,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
-  step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
+  step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl, s_later);
   trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
