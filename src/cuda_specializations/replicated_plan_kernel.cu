@@ -245,66 +245,6 @@ __device__ void store_layout(const Block& b, const Tables& t) {
   for (int x = used + b.tid; x < p.NvS; x += kThreads) si[x] = -1;
 }
 
-// The largest power of two <= R: the first step of the search below.
-__device__ __forceinline__ int search_top(int R) {
-  int top = 1;
-  while (2 * top <= R) top *= 2;
-  return top;
-}
-
-// Step 6's lookups for the kUnroll slots j0 + u * stride of `sorted`: the
-// entry (li, -1: empty slot), its expert, its rank-wide index G among the
-// rank's entries of that expert (base[e] + its rank among the block's)
-// and its destination d = how many acum[e][d] are <= G (acum is
-// non-decreasing over d).
-struct SlotBatch {
-  int li[kUnroll], ex[kUnroll], G[kUnroll], d[kUnroll];
-};
-__device__ __forceinline__ SlotBatch find_slots(const Tables& t, int R, int ne, int j0, int stride) {
-  const int as = acum_stride(R), top = search_top(R);
-  SlotBatch s;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int j = j0 + u * stride;
-    s.li[u] = j < ne ? t.sorted[j] : -1;
-    s.ex[u] = j < ne ? t.sexp[j] : 0;
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (s.li[u] < 0) s.ex[u] = 0;  // sexp of an empty slot is stale
-    s.G[u] = t.base[s.ex[u]] + j0 + u * stride - t.key[s.ex[u]];
-    s.d[u] = 0;
-  }
-  for (int step = top; step > 0; step >>= 1) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = s.d[u] + step;
-      if (c <= R && t.acum[s.ex[u] * as + c - 1] <= s.G[u]) s.d[u] = c;
-    }
-  }
-  return s;
-}
-
-// Window 4, by the warps steps 4-5 leave idle (threads [first, first +
-// n)): every slot's G into ent[j] (free after the sort) and its expert and
-// destination into sexp[j] as e << 8 | d (R <= kMaxGroups < 256), so that
-// step 6 has only the stores left.
-__device__ void locate_slots(const Block& b, const Tables& t, int ne, int first, int n) {
-  static_assert(kMaxGroups < 256, "sexp packs d into 8 bits");
-  MOONEP_ROLLED
-  for (int j0 = b.tid - first; j0 < ne; j0 += n * kUnroll) {
-    const SlotBatch s = find_slots(t, b.p.R, ne, j0, n);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = j0 + u * n;
-      if (j < ne) {
-        t.ent[j] = s.G[u];
-        t.sexp[j] = s.ex[u] << 8 | s.d[u];
-      }
-    }
-  }
-}
-
 // ---- B: the plan (steps 1-5) and the sort of the block's entries ------------
 // After the barrier, in four windows between block barriers:
 //   1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
@@ -482,13 +422,9 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   __syncthreads();
   trace_point(p, 7);
   // Window 4: steps 4-5, one warp per destination (the per-warp counts of
-  // C1 are done with: eoff takes their place); the other warps (R <
-  // kWarps) find every slot's destination for step 6.
+  // C1 are done with: eoff takes their place).
   MOONEP_ROLLED
   for (int d = b.warp; d < R; d += kWarps) steps_4_5_warp(b, t, d);
-  if (R < kWarps && b.warp >= R && s.worker) {
-    locate_slots(b, t, static_cast<int>(s.tok1 - s.tok0) * p.K, 32 * R, kThreads - 32 * R);
-  }
   __syncthreads();
   if (b.lb == 0) {
     // Every rank's output holds the whole experts_to_copy table.
@@ -674,25 +610,32 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // stage together (the search is a fixed ladder of steps), so their
   // dependent shared loads overlap instead of queueing one slot after the
   // other.
+  int top = 1;  // the search's first step: the largest power of two <= R
+  while (2 * top <= R) top *= 2;
   const int src0 = b.rank * NvS + static_cast<int>(i0);  // src_info value of the block's entry 0
-  const bool located = R < kWarps;  // by locate_slots in window 4
   MOONEP_ROLLED
   for (int j0 = b.tid; j0 < ne; j0 += kThreads * kUnroll) {
-    SlotBatch sl;
-    if (located) {
+    int li[kUnroll], ex[kUnroll], G[kUnroll], lo[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u * kThreads;
+      li[u] = j < ne ? t.sorted[j] : -1;
+      ex[u] = j < ne ? t.sexp[j] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (li[u] < 0) ex[u] = 0;  // sexp of an empty slot is stale
+      G[u] = t.base[ex[u]] + j0 + u * kThreads - t.key[ex[u]];
+      lo[u] = 0;
+    }
+    // d = how many acum[e][d] are <= G (acum is non-decreasing over d).
+    for (int step = top; step > 0; step >>= 1) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int j = j0 + u * kThreads;
-        sl.li[u] = j < ne ? t.sorted[j] : -1;
-        const int xd = j < ne ? t.sexp[j] : 0;
-        sl.G[u] = j < ne ? t.ent[j] : 0;
-        sl.ex[u] = xd >> 8;
-        sl.d[u] = xd & 255;
+        const int c = lo[u] + step;
+        if (c <= R && t.acum[ex[u] * as + c - 1] <= G[u]) lo[u] = c;
       }
-    } else {
-      sl = find_slots(t, R, ne, j0, kThreads);
     }
-    const int *li = sl.li, *ex = sl.ex, *G = sl.G, *lo = sl.d;
     // The stores, with as few instructions per slot as possible: d's
     // src_info pointer from a table, the source index from one base, one
     // error flag for all slots (step 6 issues some 75 instructions per slot
