@@ -278,21 +278,9 @@ __device__ void plan_rank_moves(const Block& b, const int* s_load, int* s_bal, i
 }
 
 // ---- Step 3: expert split, one warp per owner h ---------------------------
-// In: s_rem [E] (totals; left holding what each owner keeps), s_from /
-// s_quota from step 2, s_ncand [R] zeroed. Every (receiver, expert) pair is
-// taken at most once (each take empties a quota or a remaining), so the
-// pairs are the receiver's remote experts (step 4's candidates).
-// Sinks: take(e, t, n) for alloc[t][e] = n (t != owner) and receiver t's
-// candidate number c; keep(e, h, n) for the owner's remainder;
-// copies(h, n) for remote_stats[h][1]; done(h), by the whole warp once
-// h's takes and keeps are stored (the warp's lanes see them).
-// Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
-// and every index 7): quotas and remainders live in registers, lane l
-// holding receivers / local experts l, l+32, l+64, l+96; each argmax is
-// one __reduce_max over (value << 7 | 127 - index), which picks the
-// largest value and, among equals, the lowest index.
-// Owner h's takes on the fast path (see plan_expert_split), NU receivers /
-// local experts per lane: lane l holds l, l + 32, ... l + 32 * (NU - 1).
+// Step 3 (plan_expert_split below): owner h's takes on the fast path, NU
+// receivers / local experts per lane: lane l holds l, l + 32, ...,
+// l + 32 * (NU - 1).
 template <int NU, class AddCand>
 __device__ __forceinline__ void split_owner_packed(const Block& b, int h, int* s_rem, const int* s_from,
                                                    const int* s_quota, AddCand add_cand) {
@@ -334,6 +322,22 @@ __device__ __forceinline__ void split_owner_packed(const Block& b, int h, int* s
   __syncwarp();
 }
 
+// plan_expert_split. In: s_rem [E] (totals; left holding what each owner
+// keeps), s_from / s_quota from step 2, s_ncand [R] zeroed. Every
+// (receiver, expert) pair is taken at most once (each take empties a
+// quota or a remaining), so the pairs are the receiver's remote experts
+// (step 4's candidates).
+// Sinks: take(e, t, n) for alloc[t][e] = n (t != owner) and receiver t's
+// candidate number c; keep(e, h, n) for the owner's remainder;
+// copies(h, n) for remote_stats[h][1]; done(h), by the whole warp once
+// h's takes and keeps are stored (the warp's lanes see them).
+// Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
+// and every index 7): quotas and remainders live in registers, lane l
+// holding receivers / local experts l, l+32, l+64, l+96 (only l where R
+// and epn fit 32 lanes: four slots per lane made the loop, window 3's
+// critical path, 0.45 us slower at the headline, device run 44); each
+// argmax is one __reduce_max over (value << 7 | 127 - index), which picks
+// the largest value and, among equals, the lowest index.
 template <class Take, class Keep, class Copies, class Done>
 __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from, int* s_quota, int* s_ncand,
                                   Take take_sink, Keep keep, Copies copies_sink, Done done) {

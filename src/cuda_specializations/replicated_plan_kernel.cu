@@ -18,7 +18,8 @@
 //       entry's rank among the warp's entries of its expert (the lanes
 //       holding the same expert found by a shared atomicOr into the warp's
 //       word of that expert), in shared memory;
-//       block totals stored for later blocks' bases and added with atomics
+//       block totals stored for later blocks' bases (the rank's
+//       [worker][E] rows: whole lines per block) and added with atomics
 //       into the gathered tokens_per_expert (double-buffered by step
 //       parity); arrive at the one counter every block of every rank
 //       waits on. While waiting: zero the plan's tables.
@@ -38,8 +39,10 @@
 //       (search of acum, the expert offsets: both in shared memory) and
 //       the src_info store (consecutive words per (expert, destination)
 //       run; each destination's src_info pointer from a table filled
-//       while waiting); step 7 per token, one dup-row reservation per destination,
-//       dst, step 8 rows; block 0 stores cu_seqlens, the zero-fill ranges
+//       while waiting); step 7 per token (the token's dst values stored
+//       from its registers, duplicates flipped; each primary's duplicates
+//       as a bitmask for step 8), one dup-row reservation per
+//       destination, step 8 rows; block 0 stores cu_seqlens, the zero-fill ranges
 //       and src_info -1 in the padding and tail slots. The kernel's end
 //       publishes everything.
 //
