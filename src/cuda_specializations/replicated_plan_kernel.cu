@@ -42,9 +42,9 @@
 //       while waiting); step 7 per token (the token's dst values stored
 //       from its registers, duplicates flipped; each primary's duplicates
 //       as a bitmask for step 8), one dup-row reservation per
-//       destination, step 8 rows; block 0 stores cu_seqlens, the zero-fill ranges
-//       and src_info -1 in the padding and tail slots. The kernel's end
-//       publishes everything.
+//       destination, step 8 rows; block 0 stores cu_seqlens, the
+//       zero-fill ranges and src_info -1 in the padding and tail slots.
+//       The kernel's end publishes everything.
 //
 // The host launches one block per SM at most (plan_kernel.hpp says why).
 // A bad expert id is recorded in DeviceStatus and skipped everywhere;
