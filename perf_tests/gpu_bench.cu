@@ -253,6 +253,22 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
     if (!took.empty()) std::printf("  took: median %5.2f  max %5.2f", took[took.size() / 2], took.back());
     std::printf("\n");
   }
+  // MOONEP_TRACE_BLOCKS=1: every block's stamps (us since the first
+  // block started), to see which blocks start late and which arrive last.
+  if (std::getenv("MOONEP_TRACE_BLOCKS")) {
+    std::printf("  per block: block rank sm |");
+    for (int k = 0; k < npoints; ++k) std::printf(" %5d", k);
+    std::printf("\n");
+    for (int b = 0; b < blocks; ++b) {
+      std::printf("  %5d %4d %3llu |", b, b / planner.blocks_per_rank(), t[b * stride + stride - 3]);
+      for (int k = 0; k < npoints; ++k) {
+        const unsigned long long v = t[b * stride + k];
+        if (v < t0) std::printf("     -");
+        else std::printf(" %5.2f", (v - t0) / 1000.0);
+      }
+      std::printf("\n");
+    }
+  }
   // Blocks per SM (slot stride - 3: the SM id, where the kernel stamps it).
   std::vector<int> per_sm(1024, 0);
   for (int b = 0; b < blocks; ++b) {
