@@ -7,7 +7,8 @@
 # shared libraries they need go to .bundle/lib once, and .bundle/ab.sh runs
 # on the GPU machine:
 #   bash .bundle/ab.sh [NAME ...]   (default: every variant, in order, twice)
-# Per variant it runs the unit tests (pass/fail line) and
+# Per variant it runs the unit tests (pass/fail line; once per variant
+# unless AB_RETEST=1) and
 # `moonep_gpu_bench 500 --headline`; the whole logs go to $OUT/ab.log (or
 # ./ab_out), and the headline rows of every variant come last, side by side.
 # A variant's build folder is reused while its flags stay the same.
@@ -51,11 +52,16 @@ if [ ${#variants[@]} -eq 0 ]; then
   variants=("${variants[@]}" "${variants[@]}")  # twice, to see the noise
 fi
 rows=()
+declare -A tested
 for v in "${variants[@]}"; do
   log=$(mktemp)
   {
     echo "################ $v (flags: $(cat "$HERE/$v/FLAGS" 2>/dev/null))"
-    timeout 150 "$HERE/$v/test_cuda_planner" 2>&1 | tail -2
+    # The unit tests once per variant (AB_RETEST=1: every time it runs).
+    if [ -z "${tested[$v]:-}" ] || [ -n "${AB_RETEST:-}" ]; then
+      timeout 150 "$HERE/$v/test_cuda_planner" 2>&1 | tail -2
+      tested[$v]=1
+    fi
     timeout 90 "$HERE/$v/moonep_gpu_bench" 500 --headline 2>&1
   } > "$log" 2>&1
   cat "$log" >> "$LOGS/ab.log"
