@@ -85,6 +85,7 @@ struct Tables {
   unsigned* peer; // [kWarps][E] C1: lanes of the round holding e (sorted .. bb's space)
   std::int32_t** sip; // [R] each destination's src_info
   int *load, *bal, *from, *quota, *ncand, *copies, *ng, *nl, *gb, *lb, *scan;
+  int* nprim;     // steps 7-8: primaries with duplicates in the block's list
 };
 
 __device__ Tables carve(int* sm, const KernelParams& p) {
@@ -122,6 +123,7 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.gb = t.nl + R4;
   t.lb = t.gb + R4;
   t.scan = t.lb + R4;
+  t.nprim = t.scan + kWarps;
   return t;
 }
 
@@ -582,6 +584,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.ng[r] = 0;
     t.nl[r] = 0;
   }
+  if (b.tid == 0) *t.nprim = 0;
   if (b.rank == 0) {
     // The other parity's gathered counts were last read in the step
     // before (an earlier launch); zero them for the step after.
@@ -659,9 +662,10 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Step 7 stores each token's dst values (duplicates flipped) from its
   // registers; t.pos keeps them unflipped for step 8.
   int* s_dst = t.pos;
-  // Each primary's duplicates go to ent (free after step 6) for step 8.
+  // Each primary's duplicates go to ent (free after step 6) and the
+  // primaries to a list in sorted (also free), for step 8.
   unsigned* s_later = reinterpret_cast<unsigned*>(t.ent);
-  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later);
+  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later, t.sorted, t.nprim);
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
   trace_point(p, 11);
@@ -671,7 +675,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
-  step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl, s_later);
+  if (K <= kRegK && R <= 32) step8_list(b, *t.nprim, t.sorted, t.dd, s_dst, s_later, t.gb, t.lb, t.ng, t.nl);
+  else step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
   trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
