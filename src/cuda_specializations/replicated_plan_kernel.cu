@@ -613,8 +613,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // stage together (the search is a fixed ladder of steps), so their
   // dependent shared loads overlap instead of queueing one slot after the
   // other.
-  int top = 1;  // the search's first step: the largest power of two <= R
-  while (2 * top <= R) top *= 2;
+  const int top = search_top(R);
   const int src0 = b.rank * NvS + static_cast<int>(i0);  // src_info value of the block's entry 0
   MOONEP_ROLLED
   for (int j0 = b.tid; j0 < ne; j0 += kThreads * kUnroll) {
@@ -648,8 +647,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     for (int u = 0; u < kUnroll; ++u) {
       if (li[u] < 0) continue;
       const int d = lo[u];
-      const int loff = t.eoff[min(d, R - 1) * E + ex[u]] + G[u];
-      const bool ok = d < R && loff >= 0 && loff < NvS;
+      const int loff = t.eoff[d * E + ex[u]] + G[u];  // d < R (search_top)
+      const bool ok = loff >= 0 && loff < NvS;
       if (ok) t.sip[d][loff] = src0 + li[u];
       bad |= !ok;
       t.dd[li[u]] = ok ? d : -1;
