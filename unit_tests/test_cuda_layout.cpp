@@ -45,7 +45,7 @@ std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regio
           {"cslot", {l.cslot, E}},
           {"etc", {l.etc, R * s.B}},
           {"mark", {l.mark, R * mark_words(s.E)}},
-          {"small", {l.small, 10 * round_up4(R) + kWarps}},
+          {"small", {l.small, 10 * round_up4(R) + kWarps + 1}},
           {"sip", {l.sip, 2 * R}}};
 }
 
@@ -80,5 +80,23 @@ TEST_CASE("replicated kernel layout: aligned regions that do not overlap; C1's p
     CHECK(l.peer >= l.pos + static_cast<std::int64_t>(s.block_tokens) * s.K);
     CHECK(l.peer + peer_words <= l.hist);
     CHECK(l.words % 4 == 0);
+  }
+}
+
+TEST_CASE("replicated kernel: the destination search's first step covers ranks 0 .. R-1 and no more",
+          "[cuda_layout]") {
+  using moonep::cuda::impl::search_top;
+  CHECK(search_top(1) == 0);
+  CHECK(search_top(2) == 1);
+  CHECK(search_top(8) == 4);
+  CHECK(search_top(9) == 8);
+  for (int R = 2; R <= moonep::cuda::impl::kMaxGroups; ++R) {
+    INFO("R=" << R);
+    const int top = search_top(R);
+    CHECK((top & (top - 1)) == 0);  // a power of two
+    // The ladder top, top/2, .. 1 reaches every d in [0, 2*top - 1]: all
+    // of [0, R - 1], and R - 1 < 2*top means no step is wasted on d >= R.
+    CHECK(top <= R - 1);
+    CHECK(R - 1 < 2 * top);
   }
 }

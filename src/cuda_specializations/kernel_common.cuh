@@ -471,21 +471,33 @@ __device__ __forceinline__ void store_token(std::int32_t* row, int K, const int 
 // per duplicate and a separate pass over the tile.
 // With s_later (fast path only), each primary's duplicates as a bitmask
 // at the primary's entry, for step8_rows.
+// With s_list (fast path only; s_later too), every primary with duplicates
+// also goes to a list, tok * K | kp << 16 (a block holds fewer than 2^16
+// entries), counted in *s_nprim (zero on entry), so that step8_list can
+// give each thread one primary instead of each thread one token's.
 template <bool kDstOut>
 __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
-                            int* s_nl, std::int32_t* out_x = nullptr, unsigned* s_later = nullptr) {
+                            int* s_nl, std::int32_t* out_x = nullptr, unsigned* s_later = nullptr,
+                            int* s_list = nullptr, int* s_nprim = nullptr) {
   const int K = b.p.K;
   if (K <= kRegK && b.p.R <= 32) {
     // Registers and bitmasks over destinations (R <= 32); every loop over
     // a token's entries is either a short unrolled scan of compares or a
     // rolled loop over set bits, so the code stays small: steps 7-8 run
     // once per launch, and a large unrolled body stalled on instruction
-    // fetch (ncu, device run 23; 0.5 us faster in run 24).
+    // fetch (ncu, device run 23; 0.5 us faster in run 24). Whole warps go
+    // round (the list's warp scan); lanes past nt hold no token.
     MOONEP_ROLLED
-    for (int tok = b.tid; tok < nt; tok += kThreads) {
-      const int base = tok * K;
+    for (int tok0 = b.warp * 32; tok0 < nt; tok0 += kThreads) {
+      const int tok = tok0 + b.lane, base = tok * K;
+      const bool own = tok < nt;
       int dd[kRegK];
-      load_token(s_d + base, K, dd);
+      if (own) {
+        load_token(s_d + base, K, dd);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kRegK; ++k) dd[k] = -1;
+      }
       unsigned seen = 0, dupdest = 0, dups = 0;  // destinations seen / with duplicates; duplicate entries
 #pragma unroll
       for (int k = 0; k < kRegK; ++k) {
@@ -503,17 +515,31 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
         if (!((dups >> k) & 1u) && (dupdest & bit)) mask |= 1u << k;
       }
       if constexpr (kDstOut) {
-        int x[kRegK];
-        load_token(s_x + base, K, x);
+        if (own) {
+          int x[kRegK];
+          load_token(s_x + base, K, x);
 #pragma unroll
-        for (int k = 0; k < kRegK; ++k) x[k] = ((dups >> k) & 1u) ? -x[k] - 1 : x[k];
-        store_token(out_x + base, K, x);
+          for (int k = 0; k < kRegK; ++k) x[k] = ((dups >> k) & 1u) ? -x[k] - 1 : x[k];
+          store_token(out_x + base, K, x);
+        }
       } else {
         MOONEP_ROLLED
         for (unsigned m = dups; m; m &= m - 1u) {
           const int k = __ffs(m) - 1;
           s_x[base + k] = -s_x[base + k] - 1;
         }
+      }
+      int at = 0;  // this token's first place in the list
+      if (s_list) {
+        const int n = __popc(mask);
+        int incl = n;
+        for (int o = 1; o < 32; o <<= 1) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (b.lane >= o) incl += v;
+        }
+        int wbase = 0;
+        if (b.lane == 31) wbase = atomicAdd(s_nprim, incl);
+        at = __shfl_sync(0xffffffffu, wbase, 31) + incl - n;
       }
       MOONEP_ROLLED
       for (unsigned m = mask; m; m &= m - 1u) {
@@ -522,10 +548,11 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
 #pragma unroll
         for (int k = 0; k < kRegK; ++k) later |= (((dups >> k) & 1u) && dd[k] == d) ? 1u << k : 0u;
         if (s_later) s_later[base + kp] = later;
+        if (s_list) s_list[at++] = base | kp << 16;
         atomicAdd(&s_ng[d], 1);
         atomicAdd(&s_nl[d], __popc(later));
       }
-      s_mask[tok] = mask;
+      if (own) s_mask[tok] = mask;
     }
     return;
   }
@@ -577,6 +604,45 @@ __device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_n
   return res;
 }
 
+// Step 8's row `row` of destination d: (primary_loff, dup_start, dup_n);
+// returns where the group's n duplicate loffs go (null, and an internal
+// error, when the reservation overran d's arrays).
+__device__ __forceinline__ std::int32_t* emit_dup_row(const Block& b, int d, int primary, int n, int row, int start) {
+  const KernelParams& p = b.p;
+  const int NvS = p.NvS;
+  if (row >= NvS || start + n > NvS) {
+    internal_error(p);
+    return nullptr;
+  }
+  std::int32_t* dc = b.out_of(d);
+  dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = primary - d * NvS;
+  dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
+  dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
+  return dc + p.out.dup_loffs + start;
+}
+
+// Step 8 from step7_dedup's list of primaries: one primary per thread
+// (a warp no longer runs as many rounds as its busiest token has
+// primaries). s_dst holds unflipped dst values (step7_dedup<true>);
+// s_gb/s_lb the reservation bases; s_ng/s_nl zero on entry.
+__device__ void step8_list(const Block& b, int nprim, const int* s_list, const int* s_d, const int* s_dst,
+                           const unsigned* s_later, const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
+  const int NvS = b.p.NvS;
+  MOONEP_ROLLED
+  for (int i = b.tid; i < nprim; i += kThreads) {
+    const int v = s_list[i], base = v & 0xffff, kp = v >> 16;
+    const int d = s_d[base + kp];
+    unsigned later = s_later[base + kp];
+    const int n = __popc(later);
+    const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+    const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+    std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
+    if (!out) continue;
+    MOONEP_ROLLED
+    for (int j = 0; later; later &= later - 1u, ++j) out[j] = s_dst[base + __ffs(later) - 1] - d * NvS;
+  }
+}
+
 // Step 8: rows (primary_loff, dup_start, dup_n) and the duplicates in
 // increasing k, written into the destination's outputs (each primary's
 // duplicates from s_later where step7_dedup stored them). s_dst holds the
@@ -591,17 +657,6 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
   const int K = p.K, NvS = p.NvS;
   // A duplicate's dst value (global loff), flipped or not in s_dst.
   auto dup_value = [](int x) { return kDstOut ? x : -x - 1; };
-  auto emit = [&](int d, int primary, int n, int row, int start) -> std::int32_t* {
-    if (row >= NvS || start + n > NvS) {
-      internal_error(p);
-      return nullptr;
-    }
-    std::int32_t* dc = b.out_of(d);
-    dc[p.out.dup_groups + 3 * static_cast<i64>(row)] = primary - d * NvS;
-    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 1] = start;
-    dc[p.out.dup_groups + 3 * static_cast<i64>(row) + 2] = n;
-    return dc + p.out.dup_loffs + start;
-  };
   if (K <= kRegK && p.R <= 32) {
     // One rolled body per primary (see step7_dedup): its duplicates are a
     // bitmask of later entries with the same destination.
@@ -626,7 +681,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
         const int n = __popc(later);
         const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
         const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-        std::int32_t* out = emit(d, s_dst[base + kp], n, row, start);
+        std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
         if (!out) continue;
         MOONEP_ROLLED
         for (int j = 0; later; later &= later - 1u, ++j) {
@@ -647,7 +702,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
       for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
       const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
       const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-      std::int32_t* out = emit(d, s_dst[base + kp], n, row, start);
+      std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
       if (!out) continue;
       int j = 0;
       for (int k = kp + 1; k < K; ++k) {

@@ -85,6 +85,7 @@ struct Tables {
   unsigned* peer; // [kWarps][E] C1: lanes of the round holding e (sorted .. bb's space)
   std::int32_t** sip; // [R] each destination's src_info
   int *load, *bal, *from, *quota, *ncand, *copies, *ng, *nl, *gb, *lb, *scan;
+  int* nprim;     // steps 7-8: primaries with duplicates in the block's list
 };
 
 __device__ Tables carve(int* sm, const KernelParams& p) {
@@ -122,6 +123,7 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.gb = t.nl + R4;
   t.lb = t.gb + R4;
   t.scan = t.lb + R4;
+  t.nprim = t.scan + kWarps;
   return t;
 }
 
@@ -582,6 +584,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.ng[r] = 0;
     t.nl[r] = 0;
   }
+  if (b.tid == 0) *t.nprim = 0;
   if (b.rank == 0) {
     // The other parity's gathered counts were last read in the step
     // before (an earlier launch); zero them for the step after.
@@ -610,8 +613,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // stage together (the search is a fixed ladder of steps), so their
   // dependent shared loads overlap instead of queueing one slot after the
   // other.
-  int top = 1;  // the search's first step: the largest power of two <= R
-  while (2 * top <= R) top *= 2;
+  const int top = search_top(R);
   const int src0 = b.rank * NvS + static_cast<int>(i0);  // src_info value of the block's entry 0
   MOONEP_ROLLED
   for (int j0 = b.tid; j0 < ne; j0 += kThreads * kUnroll) {
@@ -645,8 +647,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     for (int u = 0; u < kUnroll; ++u) {
       if (li[u] < 0) continue;
       const int d = lo[u];
-      const int loff = t.eoff[min(d, R - 1) * E + ex[u]] + G[u];
-      const bool ok = d < R && loff >= 0 && loff < NvS;
+      const int loff = t.eoff[d * E + ex[u]] + G[u];  // d < R (search_top)
+      const bool ok = loff >= 0 && loff < NvS;
       if (ok) t.sip[d][loff] = src0 + li[u];
       bad |= !ok;
       t.dd[li[u]] = ok ? d : -1;
@@ -659,9 +661,10 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Step 7 stores each token's dst values (duplicates flipped) from its
   // registers; t.pos keeps them unflipped for step 8.
   int* s_dst = t.pos;
-  // Each primary's duplicates go to ent (free after step 6) for step 8.
+  // Each primary's duplicates go to ent (free after step 6) and the
+  // primaries to a list in sorted (also free), for step 8.
   unsigned* s_later = reinterpret_cast<unsigned*>(t.ent);
-  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later);
+  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later, t.sorted, t.nprim);
   __syncthreads();
   const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
   trace_point(p, 11);
@@ -671,7 +674,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
-  step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl, s_later);
+  if (K <= kRegK && R <= 32) step8_list(b, *t.nprim, t.sorted, t.dd, s_dst, s_later, t.gb, t.lb, t.ng, t.nl);
+  else step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
   trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
