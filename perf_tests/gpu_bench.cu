@@ -180,7 +180,7 @@ std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
             "dst stores",
             "step 8 (dup rows)",
             "block 0: layout, src_info -1 (end)",
-            "own work before the wait done",
+            "thread 0 saw every arrival",
             "thread 0's routing loads arrived",
             "step 2: loads arrived",
             "step 2: moves known",

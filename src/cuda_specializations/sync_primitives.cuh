@@ -120,12 +120,19 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   }
 }
 
+// The calling thread spins until *counter has reached target (mod 2^32);
+// the caller issues fence_acquire before reading what the arrivals
+// released.
+__device__ __forceinline__ void poll_counter(bool sys, const unsigned* counter, unsigned target) {
+  while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
+  }
+}
+
 // Waits until *counter has reached target (mod 2^32); the whole block
 // continues afterwards.
 __device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
-    while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
-    }
+    poll_counter(sys, counter, target);
     fence_acquire(sys);  // later reads see what the arrivals released
   }
   __syncthreads();
