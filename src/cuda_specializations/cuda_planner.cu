@@ -104,12 +104,6 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
         "moonep::cuda::Planner: NVLink multicast needs one GPU per rank; the virtual-rank "
         "planner broadcasts with unicast stores only (set Options::multicast = false)");
   }
-  if (config.ranks > impl::kMaxGroups) {
-    // Only in a build with a smaller MOONEP_CUDA_MAX_GROUPS (for
-    // measurement): the launch's parameters hold kMaxGroups ranks' pointers.
-    throw InputError("ranks = " + std::to_string(config.ranks) + " is more than this build's CUDA planner takes (" +
-                     std::to_string(impl::kMaxGroups) + ", MOONEP_CUDA_MAX_GROUPS)");
-  }
   if (options.blocks_per_rank < 1) {
     throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
   }

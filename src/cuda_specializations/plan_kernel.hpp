@@ -54,13 +54,7 @@ static_assert(MOONEP_CUDA_MAX_REGS >= 24 && MOONEP_CUDA_MAX_REGS <= 255 &&
                   MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS <= 65536,
               "MOONEP_CUDA_BLOCK_THREADS * MOONEP_CUDA_MAX_REGS must fit an SM's 65536 registers");
 inline constexpr int kWarps = kThreads / 32;  // warps per block
-// Ranks in one launch: the launch parameters hold two pointers per rank
-// (2 KB at 128). A smaller MOONEP_CUDA_MAX_GROUPS is for measuring what
-// the parameters' size costs a launch; the planner then refuses more ranks.
-#ifndef MOONEP_CUDA_MAX_GROUPS
-#define MOONEP_CUDA_MAX_GROUPS 128
-#endif
-inline constexpr int kMaxGroups = MOONEP_CUDA_MAX_GROUPS;
+inline constexpr int kMaxGroups = 128;        // ranks in one launch
 inline constexpr int kTileEntries = 4096;     // Phase C2 tile (entries)
 inline constexpr int kUnroll = 5;             // entries in flight per thread (one batch per C2 tile at the headline)
 inline constexpr int kTracePoints = 24;       // stamps per block (debug trace; last two: SM clock)
