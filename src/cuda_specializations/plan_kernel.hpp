@@ -17,16 +17,17 @@
 namespace moonep::cuda::impl {
 
 // Threads per block, and the register cap per thread both kernels are
-// compiled with (__maxnreg__): 512 threads at 64 registers, measured on an
-// H200 (perf_tests/README_GPU.md, device runs 20-27) against 256, 384 and
-// 1024 threads and 104-108 registers; 80 registers measured 0.2 us faster
-// in run 22 but was not carried through the later changes. Build-time
-// knobs, for measuring other shapes.
+// compiled with (__maxnreg__): 512 threads (measured on an H200 against
+// 256, 384 and 1024 threads, perf_tests/README_GPU.md, device runs 20-27)
+// at 96 registers (the replicated kernel uses 94; device runs 47-49: 0.3
+// us faster at the headline than 64, 0.25 than 80 and 72; a cap of 128
+// gives 96 and the same time). Build-time knobs, for measuring other
+// shapes.
 #ifndef MOONEP_CUDA_BLOCK_THREADS
 #define MOONEP_CUDA_BLOCK_THREADS 512
 #endif
 #ifndef MOONEP_CUDA_MAX_REGS
-#define MOONEP_CUDA_MAX_REGS 64
+#define MOONEP_CUDA_MAX_REGS 96
 #endif
 #if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
 #define MOONEP_KERNEL_BOUNDS __maxnreg__(MOONEP_CUDA_MAX_REGS)

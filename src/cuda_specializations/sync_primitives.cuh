@@ -28,7 +28,8 @@ __device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
 
 // Polling reads: relaxed (an acquire per poll would also invalidate the
 // SM's L1 each time, under the feet of co-resident blocks doing real work);
-// the waiter issues one fence after the condition holds.
+// the waiter issues one fence after the condition holds. A block alone on
+// its SM polls with acquire loads instead (poll_counter_acquire).
 __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
   unsigned v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -125,6 +126,16 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
 // released.
 __device__ __forceinline__ void poll_counter(bool sys, const unsigned* counter, unsigned target) {
   while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
+  }
+}
+
+// The same with acquire loads: once it returns, the thread's later reads
+// see what the arrivals released, with no fence. Each load also
+// invalidates the SM's L1, so only for a block that runs alone on its SM
+// (the replicated kernel's, launched one block per SM; the rank-0
+// kernel's blocks may share SMs).
+__device__ __forceinline__ void poll_counter_acquire(bool sys, const unsigned* counter, unsigned target) {
+  while (static_cast<int>(ld_acquire(sys, counter) - target) < 0) {
   }
 }
 
