@@ -22,7 +22,8 @@
 //       [worker][E] rows: whole lines per block) and added with atomics
 //       into the gathered tokens_per_expert (double-buffered by step
 //       parity); arrive at the one counter every block of every rank
-//       waits on. While waiting: zero the plan's tables.
+//       waits on. While waiting: warps 1.. zero the plan's tables, and
+//       thread 0 polls the counter meanwhile (acquire loads).
 //   B   after the barrier, four windows between block barriers: step 1
 //       (the gathered counts: cum of the ranks before, totals, load) on
 //       half the warps while the others compute the sort keys and the
