@@ -632,25 +632,36 @@ __device__ __forceinline__ std::int32_t* emit_dup_row(const Block& b, int d, int
   return dc + p.out.dup_loffs + start;
 }
 
+// Step 8 for one primary (entry kp of the token at base, bound for d;
+// later: its duplicates' k bits): its row and its duplicates' dst values
+// (global loffs; kFlipped: s_dst holds them flipped to -dst-1), numbered
+// within the block's reservation on d by s_ng / s_nl.
+template <bool kFlipped>
+__device__ __forceinline__ void emit_primary(const Block& b, int d, int base, int kp, unsigned later,
+                                             const int* s_dst, const int* s_gb, const int* s_lb, int* s_ng,
+                                             int* s_nl) {
+  const int n = __popc(later);
+  const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
+  const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+  std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
+  if (!out) return;
+  MOONEP_ROLLED
+  for (int j = 0; later; later &= later - 1u, ++j) {
+    const int x = s_dst[base + __ffs(later) - 1];
+    out[j] = (kFlipped ? -x - 1 : x) - d * b.p.NvS;
+  }
+}
+
 // Step 8 from step7_dedup's list of primaries: one primary per thread
 // (a warp no longer runs as many rounds as its busiest token has
 // primaries). s_dst holds unflipped dst values (step7_dedup<true>);
 // s_gb/s_lb the reservation bases; s_ng/s_nl zero on entry.
 __device__ void step8_list(const Block& b, int nprim, const int* s_list, const int* s_d, const int* s_dst,
                            const unsigned* s_later, const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
-  const int NvS = b.p.NvS;
   MOONEP_ROLLED
   for (int i = b.tid; i < nprim; i += kThreads) {
     const int v = s_list[i], base = v & 0xffff, kp = v >> 16;
-    const int d = s_d[base + kp];
-    unsigned later = s_later[base + kp];
-    const int n = __popc(later);
-    const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-    const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-    std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
-    if (!out) continue;
-    MOONEP_ROLLED
-    for (int j = 0; later; later &= later - 1u, ++j) out[j] = s_dst[base + __ffs(later) - 1] - d * NvS;
+    emit_primary<false>(b, s_d[base + kp], base, kp, s_later[base + kp], s_dst, s_gb, s_lb, s_ng, s_nl);
   }
 }
 
@@ -665,9 +676,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
                            const int* s_gb, const int* s_lb, int* s_ng, int* s_nl,
                            const unsigned* s_later = nullptr) {
   const KernelParams& p = b.p;
-  const int K = p.K, NvS = p.NvS;
-  // A duplicate's dst value (global loff), flipped or not in s_dst.
-  auto dup_value = [](int x) { return kDstOut ? x : -x - 1; };
+  const int K = p.K;
   if (K <= kRegK && p.R <= 32) {
     // One rolled body per primary (see step7_dedup): its duplicates are a
     // bitmask of later entries with the same destination.
@@ -689,15 +698,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
 #pragma unroll
           for (int k = 0; k < kRegK; ++k) later |= (k > kp && dd[k] == d) ? 1u << k : 0u;
         }
-        const int n = __popc(later);
-        const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-        const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-        std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
-        if (!out) continue;
-        MOONEP_ROLLED
-        for (int j = 0; later; later &= later - 1u, ++j) {
-          out[j] = dup_value(s_dst[base + __ffs(later) - 1]) - d * NvS;
-        }
+        emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_ng, s_nl);
       }
     }
     return;
@@ -709,16 +710,9 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
       const int kp = __ffs(mask) - 1;
       mask &= mask - 1u;
       const int d = s_d[base + kp];
-      int n = 0;
-      for (int k = kp + 1; k < K; ++k) n += s_d[base + k] == d ? 1 : 0;
-      const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-      const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
-      std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
-      if (!out) continue;
-      int j = 0;
-      for (int k = kp + 1; k < K; ++k) {
-        if (s_d[base + k] == d) out[j++] = dup_value(s_dst[base + k]) - d * NvS;
-      }
+      unsigned later = 0;  // K <= 32, as s_mask's bits
+      for (int k = kp + 1; k < K; ++k) later |= s_d[base + k] == d ? 1u << k : 0u;
+      emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_ng, s_nl);
     }
   }
 }
