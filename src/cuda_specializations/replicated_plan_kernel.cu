@@ -255,10 +255,12 @@ __device__ void store_layout(const Block& b, const Tables& t) {
 // After the barrier, in four windows between block barriers:
 //   1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
 //      H+1..: the earlier blocks' counts of each expert (bb);
-//   2. warp 0: step 2; the other warps: bb into base (and, at R >= kWarps,
-//      the block's entries into expert order);
+//   2. warp 0: step 2; the other warps: bb into base and the block's
+//      entries into expert order (all of them at R >= kWarps; else those
+//      of the first half of the C1 warps, on the warps beside warp 0's
+//      scheduler);
 //   3. step 3, one warp per owner (at R < kWarps, warps R.. sort the
-//      block's entries meanwhile);
+//      rest of the block's entries meanwhile);
 //   4. steps 4-5, one warp per destination.
 // The sort is needed only from step 6 on: beside steps 1-3 it is off the
 // critical path (before the barrier it was on the last arriving block's),
@@ -325,28 +327,30 @@ __device__ void block_bases(const Block& b, const Tables& t, const Slice& s, int
   }
 }
 
-// By warps first_warp.. (nwarps of them), in the window where most warps
-// are idle: every entry to slot key[e] + its C1 warp's base + its rank
-// within that warp (any slot order works as long as each expert's entries
-// are contiguous and in order), into sorted (entry) and sexp (expert).
-__device__ void sort_entries(const Block& b, const Tables& t, const Slice& s, int first_warp, int nwarps) {
+// The entries of C1 warps [row0, row1) by the warps that call it (this
+// warp is number idx of n), in a window where most warps are idle: every
+// entry to slot key[e] + its C1 warp's base + its rank within that warp
+// (any slot order works as long as each expert's entries are contiguous
+// and in order), into sorted (entry) and sexp (expert).
+__device__ void sort_entries(const Block& b, const Tables& t, const Slice& s, int idx, int n, int row0, int row1) {
   const KernelParams& p = b.p;
   const int E = p.E, K = p.K;
   const i64 i0 = s.tok0 * K;
   const int ne = static_cast<int>(s.tok1 - s.tok0) * K;
   MOONEP_ROLLED
-  for (int w = b.warp - first_warp; w < kWarps; w += nwarps) {
-    const i64 w1 = warp_entries_begin(s, K, w + 1);
+  for (int w = row0 + idx; w < row1; w += n) {
+    const int l1 = static_cast<int>(warp_entries_begin(s, K, w + 1) - i0);
+    const int* hw = t.hist + w * E;
     MOONEP_ROLLED
-    for (i64 i = warp_entries_begin(s, K, w) + b.lane; i < w1; i += 32) {
-      const int li = static_cast<int>(i - i0), e = t.ent[li];
+    for (int li = static_cast<int>(warp_entries_begin(s, K, w) - i0) + b.lane; li < l1; li += 32) {
+      const int e = t.ent[li];
       if (e < 0) {
         // A bad id: no slot, no destination (step 6 walks slots only).
         t.dd[li] = -1;
         t.pos[li] = -1;
         continue;
       }
-      const int at = t.key[e] + t.hist[w * E + e] + t.pos[li];
+      const int at = t.key[e] + hw[e] + t.pos[li];
       if (at < ne) {
         t.sorted[at] = li;
         t.sexp[at] = e;
@@ -398,15 +402,22 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   trace_point(p, 5);
   // Window 2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
   // the rank-wide index of the entry in slot j.
-  // The entries are sorted here when step 3 leaves no warp idle (R >=
-  // kWarps), else in window 3 by the warps it leaves idle.
+  // All the entries are sorted here when step 3 leaves no warp idle (R >=
+  // kWarps). When step 3 leaves warps idle (R < kWarps), the first half of the C1
+  // warps' entries are sorted here, by the warps that do not share warp
+  // 0's scheduler (warp w issues on sub-partition w % 4; sorting on all of
+  // warps 1.. made step 2 0.13 us slower, device run 49), the rest in
+  // window 3: the sort of all the entries beside step 3 made window 3
+  // 0.3 us longer than step 3 alone (run 49).
   const bool sort_in_3 = R < kWarps;
+  constexpr int kHalf = kWarps / 2;
   if (b.warp == 0) {
     plan_rank_moves(b, t.load, t.bal, t.from, t.quota);
   } else if (s.worker) {
     MOONEP_ROLLED
     for (int e = b.tid - 32; e < E; e += kThreads - 32) t.base[e] += t.bb[e];
-    if (!sort_in_3) sort_entries(b, t, s, 1, kWarps - 1);
+    if (!sort_in_3) sort_entries(b, t, s, b.warp - 1, kWarps - 1, 0, kWarps);
+    else if (b.warp % 4 != 0) sort_entries(b, t, s, b.warp - 1 - b.warp / 4, kWarps - 1 - (kWarps - 1) / 4, 0, kHalf);
   }
   __syncthreads();
   trace_point(p, 6);
@@ -415,7 +426,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // the same warp (an expert's alloc comes from its owner's split alone;
   // odd row stride: the rows of 32 consecutive experts fall in distinct
   // banks).
-  if (sort_in_3 && b.warp >= R && s.worker) sort_entries(b, t, s, R, kWarps - R);
+  if (sort_in_3 && b.warp >= R && s.worker) sort_entries(b, t, s, b.warp - R, kWarps - R, kHalf, kWarps);
   plan_expert_split(
       b, t.rem, t.from, t.quota, t.ncand,
       [&](int e, int r, int c, int take) {
