@@ -45,7 +45,7 @@ std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regio
           {"cslot", {l.cslot, E}},
           {"etc", {l.etc, R * s.B}},
           {"mark", {l.mark, R * mark_words(s.E)}},
-          {"small", {l.small, 10 * round_up4(R) + kWarps + 1}},
+          {"small", {l.small, 9 * round_up4(R) + kWarps + 1}},
           {"sip", {l.sip, 2 * R}}};
 }
 

@@ -471,10 +471,25 @@ __device__ __forceinline__ void store_token(std::int32_t* row, int K, const int 
   }
 }
 
+// Steps 7-8 count each destination's dup groups and dup loffs in ONE
+// shared word, s_cnt[d] = loffs << 16 | groups: one atomic per primary
+// instead of one per count. A call covers fewer than 2^16 entries (the
+// rank-0 kernel's tiles hold kTileEntries, a replicated block's entries
+// fit its shared memory), so both counts fit 16 bits; step 7 flags an
+// internal error otherwise.
+constexpr int kDupCountEntries = 1 << 16;
+static_assert(kTileEntries < kDupCountEntries, "a tile's dup counts must fit 16 bits");
+__device__ __forceinline__ unsigned dup_count_word(int groups, int loffs) {
+  return static_cast<unsigned>(groups) | static_cast<unsigned>(loffs) << 16;
+}
+__device__ __forceinline__ unsigned add_dup_counts(int* s_cnt, int d, int groups, int loffs) {
+  return atomicAdd(reinterpret_cast<unsigned*>(s_cnt) + d, dup_count_word(groups, loffs));
+}
+
 // Step 7 per token: s_d[t*K + k] is entry k's destination rank (-1: none),
 // s_x the value to flip. Later entries bound for a rank already used are
-// duplicates, their value flipped to -x-1; s_ng/s_nl [R] count dup groups /
-// dup loffs per destination; s_mask[t] bit k: entry k is a primary with
+// duplicates, their value flipped to -x-1; s_cnt [R] counts dup groups and
+// dup loffs per destination (add_dup_counts); s_mask[t] bit k: entry k is a primary with
 // duplicates. kDstOut = false flips s_x in place; kDstOut = true leaves
 // s_x as it is and stores the token's flipped values to out_x (the rank's
 // dst at the tile's first entry; 16-byte aligned rows at K == kRegK): a
@@ -487,10 +502,14 @@ __device__ __forceinline__ void store_token(std::int32_t* row, int K, const int 
 // entries), counted in *s_nprim (zero on entry), so that step8_list can
 // give each thread one primary instead of each thread one token's.
 template <bool kDstOut>
-__device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_ng,
-                            int* s_nl, std::int32_t* out_x = nullptr, unsigned* s_later = nullptr,
-                            int* s_list = nullptr, int* s_nprim = nullptr) {
+__device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_cnt,
+                            std::int32_t* out_x = nullptr, unsigned* s_later = nullptr, int* s_list = nullptr,
+                            int* s_nprim = nullptr) {
   const int K = b.p.K;
+  if (nt * K >= kDupCountEntries) {
+    if (b.tid == 0) internal_error(b.p);
+    return;
+  }
   if (K <= kRegK && b.p.R <= 32) {
     // Registers and bitmasks over destinations (R <= 32); every loop over
     // a token's entries is either a short unrolled scan of compares or a
@@ -560,8 +579,7 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
         for (int k = 0; k < kRegK; ++k) later |= (((dups >> k) & 1u) && dd[k] == d) ? 1u << k : 0u;
         if (s_later) s_later[base + kp] = later;
         if (s_list) s_list[at++] = base | kp << 16;
-        atomicAdd(&s_ng[d], 1);
-        atomicAdd(&s_nl[d], __popc(later));
+        add_dup_counts(s_cnt, d, 1, __popc(later));
       }
       if (own) s_mask[tok] = mask;
     }
@@ -580,11 +598,8 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
       if (kDstOut) out_x[base + k] = prim < 0 ? s_x[base + k] : -s_x[base + k] - 1;
       if (prim < 0) continue;
       if (!kDstOut) s_x[base + k] = -s_x[base + k] - 1;
-      atomicAdd(&s_nl[d], 1);
-      if (!((mask >> prim) & 1u)) {
-        mask |= 1u << prim;
-        atomicAdd(&s_ng[d], 1);
-      }
+      add_dup_counts(s_cnt, d, (mask >> prim) & 1u ? 0 : 1, 1);
+      mask |= 1u << prim;
     }
     s_mask[tok] = mask;
   }
@@ -593,13 +608,14 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
 // One reservation per destination for the whole tile (thread d for
 // destination d) on the destination's dup_counts, which are the
 // reservation counters. Returns (rows, loffs) bases in registers (the
-// atomics' results are needed only by step 8) and re-zeroes s_ng / s_nl.
+// atomics' results are needed only by step 8) and re-zeroes s_cnt.
 struct Reservation { int rows = 0, loffs = 0; };
-__device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_ng, int* s_nl) {
+__device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_cnt) {
   static_assert(kMaxGroups <= kThreads, "one destination per thread");
   Reservation res;
   if (b.tid < b.p.R) {
-    const int ng = s_ng[b.tid], nl = s_nl[b.tid];
+    const unsigned c = static_cast<unsigned>(s_cnt[b.tid]);
+    const int ng = static_cast<int>(c & 0xffffu), nl = static_cast<int>(c >> 16);
     if (ng > 0) {
       // (rows, loffs) as one 64-bit word (rows low; offsets are multiples
       // of 4 words, so it is aligned): one atomic, one round trip.
@@ -609,8 +625,7 @@ __device__ __forceinline__ Reservation reserve_dup_rows(const Block& b, int* s_n
       res.rows = static_cast<int>(old & 0xffffffffull);
       res.loffs = static_cast<int>(old >> 32);
     }
-    s_ng[b.tid] = 0;
-    s_nl[b.tid] = 0;
+    s_cnt[b.tid] = 0;
   }
   return res;
 }
@@ -635,14 +650,14 @@ __device__ __forceinline__ std::int32_t* emit_dup_row(const Block& b, int d, int
 // Step 8 for one primary (entry kp of the token at base, bound for d;
 // later: its duplicates' k bits): its row and its duplicates' dst values
 // (global loffs; kFlipped: s_dst holds them flipped to -dst-1), numbered
-// within the block's reservation on d by s_ng / s_nl.
+// within the block's reservation on d by s_cnt (one atomic for both).
 template <bool kFlipped>
 __device__ __forceinline__ void emit_primary(const Block& b, int d, int base, int kp, unsigned later,
-                                             const int* s_dst, const int* s_gb, const int* s_lb, int* s_ng,
-                                             int* s_nl) {
+                                             const int* s_dst, const int* s_gb, const int* s_lb, int* s_cnt) {
   const int n = __popc(later);
-  const int row = s_gb[d] + atomicAdd(&s_ng[d], 1);
-  const int start = s_lb[d] + atomicAdd(&s_nl[d], n);
+  const unsigned c = add_dup_counts(s_cnt, d, 1, n);
+  const int row = s_gb[d] + static_cast<int>(c & 0xffffu);
+  const int start = s_lb[d] + static_cast<int>(c >> 16);
   std::int32_t* out = emit_dup_row(b, d, s_dst[base + kp], n, row, start);
   if (!out) return;
   MOONEP_ROLLED
@@ -655,13 +670,13 @@ __device__ __forceinline__ void emit_primary(const Block& b, int d, int base, in
 // Step 8 from step7_dedup's list of primaries: one primary per thread
 // (a warp no longer runs as many rounds as its busiest token has
 // primaries). s_dst holds unflipped dst values (step7_dedup<true>);
-// s_gb/s_lb the reservation bases; s_ng/s_nl zero on entry.
+// s_gb/s_lb the reservation bases; s_cnt zero on entry.
 __device__ void step8_list(const Block& b, int nprim, const int* s_list, const int* s_d, const int* s_dst,
-                           const unsigned* s_later, const int* s_gb, const int* s_lb, int* s_ng, int* s_nl) {
+                           const unsigned* s_later, const int* s_gb, const int* s_lb, int* s_cnt) {
   MOONEP_ROLLED
   for (int i = b.tid; i < nprim; i += kThreads) {
     const int v = s_list[i], base = v & 0xffff, kp = v >> 16;
-    emit_primary<false>(b, s_d[base + kp], base, kp, s_later[base + kp], s_dst, s_gb, s_lb, s_ng, s_nl);
+    emit_primary<false>(b, s_d[base + kp], base, kp, s_later[base + kp], s_dst, s_gb, s_lb, s_cnt);
   }
 }
 
@@ -669,12 +684,11 @@ __device__ void step8_list(const Block& b, int nprim, const int* s_list, const i
 // increasing k, written into the destination's outputs (each primary's
 // duplicates from s_later where step7_dedup stored them). s_dst holds the
 // dst values, duplicates flipped to -dst-1 unless kDstOut (step7_dedup's
-// parameter of the same name); s_gb/s_lb the reservation bases; s_ng/s_nl
+// parameter of the same name); s_gb/s_lb the reservation bases; s_cnt
 // zero on entry.
 template <bool kDstOut>
 __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_dst, const unsigned* s_mask,
-                           const int* s_gb, const int* s_lb, int* s_ng, int* s_nl,
-                           const unsigned* s_later = nullptr) {
+                           const int* s_gb, const int* s_lb, int* s_cnt, const unsigned* s_later = nullptr) {
   const KernelParams& p = b.p;
   const int K = p.K;
   if (K <= kRegK && p.R <= 32) {
@@ -698,7 +712,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
 #pragma unroll
           for (int k = 0; k < kRegK; ++k) later |= (k > kp && dd[k] == d) ? 1u << k : 0u;
         }
-        emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_ng, s_nl);
+        emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_cnt);
       }
     }
     return;
@@ -712,7 +726,7 @@ __device__ void step8_rows(const Block& b, int nt, const int* s_d, const int* s_
       const int d = s_d[base + kp];
       unsigned later = 0;  // K <= 32, as s_mask's bits
       for (int k = kp + 1; k < K; ++k) later |= s_d[base + k] == d ? 1u << k : 0u;
-      emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_ng, s_nl);
+      emit_primary<!kDstOut>(b, d, base, kp, later, s_dst, s_gb, s_lb, s_cnt);
     }
   }
 }

@@ -65,7 +65,7 @@ __host__ __device__ inline std::int64_t phase_words(int R, int E, int B, int til
   std::int64_t words = static_cast<std::int64_t>(kWarps) * E;       // C1
   words = max64(words, E + 5LL * R);                                 // steps 1-3
   words = max64(words, 2 * epn + 3LL * E + B + kWarps);              // steps 4-5
-  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 4LL * R;
+  const std::int64_t c2 = 3LL * kTileEntries + tile_tokens + 3LL * R;
   return max64(words, c2 + (stage_tables ? staged_words(R, E) : 0));  // C2
 }
 // key [E], count [E], scan scratch [kWarps].
@@ -311,9 +311,8 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
   int* s_d = s_dst + kTileEntries;                    // [kTileEntries]
   int* s_e = s_d + kTileEntries;                      // [kTileEntries] expert of each entry
   unsigned* s_mask = reinterpret_cast<unsigned*>(s_e + kTileEntries);  // [tile_tokens]
-  int* s_ng = reinterpret_cast<int*>(s_mask + p.tile_tokens);           // [R]
-  int* s_nl = s_ng + R;
-  int* s_gb = s_nl + R;
+  int* s_cnt = reinterpret_cast<int*>(s_mask + p.tile_tokens);          // [R] dup groups and loffs, one word
+  int* s_gb = s_cnt + R;
   int* s_lb = s_gb + R;
   const std::int32_t* tab = b.tab();
   const std::int32_t* acum = tab + p.sym.acum;
@@ -374,7 +373,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     const int nt = static_cast<int>(min(static_cast<i64>(p.tile_tokens), s.tok1 - t));
     const i64 i0 = t * K;
     const int ne = nt * K;
-    for (int r = b.tid; r < R; r += kThreads) { s_ng[r] = 0; s_nl[r] = 0; }
+    for (int r = b.tid; r < R; r += kThreads) s_cnt[r] = 0;
 
     // Step 6a for every entry of the tile: destination d and the entry's
     // offset within d's share of its expert (s_dst until step 6b).
@@ -427,9 +426,9 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     trace_point(p, 13);
 
     // Step 7 per token, then one dup-row reservation per destination.
-    step7_dedup<false>(b, nt, s_d, s_dst, s_mask, s_ng, s_nl);
+    step7_dedup<false>(b, nt, s_d, s_dst, s_mask, s_cnt);
     __syncthreads();
-    const Reservation res = reserve_dup_rows(b, s_ng, s_nl);
+    const Reservation res = reserve_dup_rows(b, s_cnt);
     trace_point(p, 14);
 
     if (!have_offsets) {
@@ -477,7 +476,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     }
     __syncthreads();
 
-    step8_rows<false>(b, nt, s_d, s_dst, s_mask, s_gb, s_lb, s_ng, s_nl);
+    step8_rows<false>(b, nt, s_d, s_dst, s_mask, s_gb, s_lb, s_cnt);
     for (int li = b.tid; li < ne; li += kThreads) out_dst[i0 + li] = s_dst[li];
     __syncthreads();
   }

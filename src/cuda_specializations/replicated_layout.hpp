@@ -19,7 +19,7 @@ struct ReplicatedLayout {
   std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
   std::int64_t acum, cand, cslot, etc, mark;  // the plan's tables
   std::int64_t peer;                        // [kWarps][E] C1's peer words (in sorted .. bb)
-  std::int64_t small;                       // ten [R] arrays, [kWarps] scan scratch, one count
+  std::int64_t small;                       // nine [R] arrays, [kWarps] scan scratch, one count
   std::int64_t sip;                         // [R] pointers (2 words each): each destination's src_info
   std::int64_t words;
 };
@@ -52,7 +52,7 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   l.cslot = at; at += round_up4(e);
   l.etc = at; at += round_up4(static_cast<std::int64_t>(R) * B);
   l.mark = at; at += round_up4(static_cast<std::int64_t>(R) * mark_words(E));
-  l.small = at; at += 10 * round_up4(R) + kWarps + 4;  // + the primary count (steps 7-8)
+  l.small = at; at += 9 * round_up4(R) + kWarps + 4;  // + the primary count (steps 7-8)
   at = round_up4(at);
   l.sip = at; at += round_up4(2 * static_cast<std::int64_t>(R));
   l.words = round_up4(at);

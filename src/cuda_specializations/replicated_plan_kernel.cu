@@ -85,7 +85,7 @@ struct Tables {
   unsigned* mark; // [R][mark_words] experts picked into d's copy slots
   unsigned* peer; // [kWarps][E] C1: lanes of the round holding e (sorted .. bb's space)
   std::int32_t** sip; // [R] each destination's src_info
-  int *load, *bal, *from, *quota, *ncand, *copies, *ng, *nl, *gb, *lb, *scan;
+  int *load, *bal, *from, *quota, *ncand, *copies, *cnt, *gb, *lb, *scan;
   int* nprim;     // steps 7-8: primaries with duplicates in the block's list
 };
 
@@ -119,9 +119,8 @@ __device__ Tables carve(int* sm, const KernelParams& p) {
   t.quota = t.from + R4;
   t.ncand = t.quota + R4;
   t.copies = t.ncand + R4;
-  t.ng = t.copies + R4;
-  t.nl = t.ng + R4;
-  t.gb = t.nl + R4;
+  t.cnt = t.copies + R4;  // steps 7-8: dup groups and loffs per destination, one word
+  t.gb = t.cnt + R4;
   t.lb = t.gb + R4;
   t.scan = t.lb + R4;
   t.nprim = t.scan + kWarps;
@@ -622,8 +621,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
       t.from[r] = -1;
       t.quota[r] = 0;
       t.ncand[r] = 0;
-      t.ng[r] = 0;
-      t.nl[r] = 0;
+      t.cnt[r] = 0;
     }
     if (zt == 0) *t.nprim = 0;
     if (b.rank == 0) {
@@ -703,9 +701,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Each primary's duplicates go to ent (free after step 6) and the
   // primaries to a list in sorted (also free), for step 8.
   unsigned* s_later = reinterpret_cast<unsigned*>(t.ent);
-  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.ng, t.nl, b.out() + p.out.dst + i0, s_later, t.sorted, t.nprim);
+  step7_dedup<true>(b, nt, t.dd, s_dst, t.mask, t.cnt, b.out() + p.out.dst + i0, s_later, t.sorted, t.nprim);
   __syncthreads();
-  const Reservation res = reserve_dup_rows(b, t.ng, t.nl);
+  const Reservation res = reserve_dup_rows(b, t.cnt);
   trace_point(p, 11);
   trace_point(p, 12);
   if (b.tid < R) {
@@ -713,8 +711,8 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     t.lb[b.tid] = res.loffs;
   }
   __syncthreads();
-  if (K <= kRegK && R <= 32) step8_list(b, *t.nprim, t.sorted, t.dd, s_dst, s_later, t.gb, t.lb, t.ng, t.nl);
-  else step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.ng, t.nl);
+  if (K <= kRegK && R <= 32) step8_list(b, *t.nprim, t.sorted, t.dd, s_dst, s_later, t.gb, t.lb, t.cnt);
+  else step8_rows<true>(b, nt, t.dd, s_dst, t.mask, t.gb, t.lb, t.cnt);
   trace_point(p, 13);
   // Off every other block's path: block 0 stores its rank's full layout.
   if (b.lb == 0) store_layout(b, t);
