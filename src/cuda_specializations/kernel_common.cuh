@@ -561,15 +561,19 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
       }
       int at = 0;  // this token's first place in the list
       if (s_list) {
+        // The warp's exclusive scan of the lanes' primary counts by one
+        // ballot per bit of the count (at most kRegK / 2 = 4: three bits),
+        // independent of each other, instead of a chain of five shuffles.
+        static_assert(kRegK / 2 < 8, "a token's primaries with duplicates fit three bits");
         const int n = __popc(mask);
-        int incl = n;
-        for (int o = 1; o < 32; o <<= 1) {
-          const int v = __shfl_up_sync(0xffffffffu, incl, o);
-          if (b.lane >= o) incl += v;
-        }
+        const unsigned lt = (1u << b.lane) - 1u;
+        const unsigned b0 = __ballot_sync(0xffffffffu, n & 1), b1 = __ballot_sync(0xffffffffu, n & 2),
+                       b2 = __ballot_sync(0xffffffffu, n & 4);
+        const int before = __popc(b0 & lt) + 2 * __popc(b1 & lt) + 4 * __popc(b2 & lt);
+        const int total = __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2);
         int wbase = 0;
-        if (b.lane == 31) wbase = atomicAdd(s_nprim, incl);
-        at = __shfl_sync(0xffffffffu, wbase, 31) + incl - n;
+        if (b.lane == 0 && total > 0) wbase = atomicAdd(s_nprim, total);
+        at = __shfl_sync(0xffffffffu, wbase, 0) + before;
       }
       MOONEP_ROLLED
       for (unsigned m = mask; m; m &= m - 1u) {
