@@ -489,8 +489,8 @@ __device__ __forceinline__ unsigned add_dup_counts(int* s_cnt, int d, int groups
 // Step 7 per token: s_d[t*K + k] is entry k's destination rank (-1: none),
 // s_x the value to flip. Later entries bound for a rank already used are
 // duplicates, their value flipped to -x-1; s_cnt [R] counts dup groups and
-// dup loffs per destination (add_dup_counts); s_mask[t] bit k: entry k is a primary with
-// duplicates. kDstOut = false flips s_x in place; kDstOut = true leaves
+// dup loffs per destination (add_dup_counts); s_mask[t] bit k: entry k is
+// a primary with duplicates. kDstOut = false flips s_x in place; kDstOut = true leaves
 // s_x as it is and stores the token's flipped values to out_x (the rank's
 // dst at the tile's first entry; 16-byte aligned rows at K == kRegK): a
 // token's values go out from its registers instead of a shared round trip
@@ -498,8 +498,8 @@ __device__ __forceinline__ unsigned add_dup_counts(int* s_cnt, int d, int groups
 // With s_later (fast path only), each primary's duplicates as a bitmask
 // at the primary's entry, for step8_rows.
 // With s_list (fast path only; s_later too), every primary with duplicates
-// also goes to a list, tok * K | kp << 16 (a block holds fewer than 2^16
-// entries), counted in *s_nprim (zero on entry), so that step8_list can
+// also goes to a list, tok * K | kp << 16 (fewer than 2^16 entries, as
+// checked on entry), counted in *s_nprim (zero on entry), so that step8_list can
 // give each thread one primary instead of each thread one token's.
 template <bool kDstOut>
 __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, unsigned* s_mask, int* s_cnt,
