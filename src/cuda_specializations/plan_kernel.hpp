@@ -19,9 +19,9 @@ namespace moonep::cuda::impl {
 // Threads per block, and the register cap per thread both kernels are
 // compiled with (__maxnreg__): 512 threads (measured on an H200 against
 // 256, 384 and 1024 threads, perf_tests/README_GPU.md, device runs 20-27)
-// at 96 registers (the replicated kernel uses 94; device runs 47-49: 0.3
-// us faster at the headline than 64, 0.25 than 80 and 72; a cap of 128
-// gives 96 and the same time). Build-time knobs, for measuring other
+// at 96 registers (the replicated kernel uses 94; device run 48: 0.2 us
+// faster at the headline than 64, 0.25-0.3 than 80 and 72; a cap of 128
+// gives 96 and the same time, run 49). Build-time knobs, for measuring other
 // shapes.
 #ifndef MOONEP_CUDA_BLOCK_THREADS
 #define MOONEP_CUDA_BLOCK_THREADS 512

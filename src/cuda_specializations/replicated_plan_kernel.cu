@@ -402,9 +402,9 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // Window 2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
   // the rank-wide index of the entry in slot j.
   // All the entries are sorted here when step 3 leaves no warp idle (R >=
-  // kWarps). When step 3 leaves warps idle (R < kWarps), the first half of the C1
-  // warps' entries are sorted here, by the warps that do not share warp
-  // 0's scheduler (warp w issues on sub-partition w % 4; sorting on all of
+  // kWarps). When it leaves warps idle (R < kWarps), the first half of
+  // the C1 warps' entries are sorted here, by the warps that do not share
+  // warp 0's scheduler (warp w issues on sub-partition w % 4; sorting on all of
   // warps 1.. made step 2 0.13 us slower, device run 49), the rest in
   // window 3: the sort of all the entries beside step 3 made window 3
   // 0.3 us longer than step 3 alone (run 49). Split, window 3 is 0.06 us

@@ -121,16 +121,10 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   }
 }
 
-// The calling thread spins until *counter has reached target (mod 2^32);
-// the caller issues fence_acquire before reading what the arrivals
-// released.
-__device__ __forceinline__ void poll_counter(bool sys, const unsigned* counter, unsigned target) {
-  while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
-  }
-}
-
-// The same with acquire loads: once it returns, the thread's later reads
-// see what the arrivals released, with no fence. Each load also
+// The calling thread spins until *counter has reached target (mod 2^32),
+// with acquire loads: once it returns, the thread's later reads see what
+// the arrivals released, with no fence (wait_counter below polls relaxed
+// and fences once). Each load also
 // invalidates the SM's L1, so only for a block that runs alone on its SM
 // (the replicated kernel's, launched one block per SM; the rank-0
 // kernel's blocks may share SMs).
@@ -143,7 +137,8 @@ __device__ __forceinline__ void poll_counter_acquire(bool sys, const unsigned* c
 // continues afterwards.
 __device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
-    poll_counter(sys, counter, target);
+    while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
+    }
     fence_acquire(sys);  // later reads see what the arrivals released
   }
   __syncthreads();
