@@ -2,14 +2,16 @@
 // virtual ranks on one GPU, measured with CUDA events over many back-to-back
 // steps, and again replayed from a CUDA graph. The floor, in the same run,
 // is an empty cooperative launch of the same grid (same blocks, threads and
-// shared memory). Every configuration is first checked against the
-// reference planner.
+// shared memory); the barrier floor is that launch with one routing load
+// per thread and one barrier over all blocks, the least a one-launch
+// planner must do (floor_kernels.cu). Every configuration is first checked
+// against the reference planner.
 // Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke | --headline]
 //   steps        launches timed per figure (default 500)
 //   --csv FILE   also append one row per configuration at the default
-//                blocks_per_rank (backend cuda, world virtual; the floor as
-//                backend empty_launch) to FILE in the common perf_tests
-//                format (csv_report.hpp)
+//                blocks_per_rank (backend cuda, world virtual; the floors
+//                as backends empty_launch and barrier_floor) to FILE in
+//                the common perf_tests format (csv_report.hpp)
 //   --smoke      two small configurations, 20 steps, no phase trace
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
 //                and the rank-0 kernel) and its phase trace: a quick A/B
@@ -103,7 +105,7 @@ struct Row {
   int bpr = 0;
   moonep::cuda::Kernel asked = moonep::cuda::Kernel::automatic, kernel = moonep::cuda::Kernel::automatic;
   bool correct = false;
-  double step = 0, step_graph = 0, floor = 0, floor_graph = 0;
+  double step = 0, step_graph = 0, floor = 0, floor_graph = 0, barrier = 0, barrier_graph = 0;
 };
 
 Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int steps) {
@@ -127,12 +129,15 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
 
   auto step = [&] { planner.plan(topk, nullptr, s); };
   auto empty = [&] { planner.launch_empty(s); };
+  auto barrier = [&] { planner.launch_barrier_floor(topk, s); };
   for (int i = 0; i < 50; ++i) step();
   ok(cudaStreamSynchronize(s), "warmup");
   row.step = time_us(s, steps, step);
   row.floor = time_us(s, steps, empty);
+  row.barrier = time_us(s, steps, barrier);
   row.step_graph = graph_us(s, 50, std::max(1, steps / 50), step);
   row.floor_graph = graph_us(s, 50, std::max(1, steps / 50), empty);
+  row.barrier_graph = graph_us(s, 50, std::max(1, steps / 50), barrier);
   planner.check(s);  // no error in any timed step
   // The plan after all the timed steps is still the reference plan.
   row.correct = row.correct &&
@@ -375,8 +380,10 @@ int main(int argc, char** argv) {
   }
   // x_stream / x_graph: the step over the empty launch, each timed the
   // same way. goal (headline rows): <= 15 us and <= 3x the floor, per mode.
-  std::printf("\n%-34s %4s %-12s %7s %9s %9s %9s %9s %8s %8s  %s\n", "config", "bpr", "kernel", "correct",
-              "step_us", "graph_us", "floor_us", "floorg_us", "x_stream", "x_graph", "goal (stream, graph)");
+  // bar_us / barg_us: the barrier floor, on the stream and in a graph.
+  std::printf("\n%-34s %4s %-12s %7s %9s %9s %9s %9s %8s %8s %7s %7s  %s\n", "config", "bpr", "kernel", "correct",
+              "step_us", "graph_us", "floor_us", "floorg_us", "x_stream", "x_graph", "bar_us", "barg_us",
+              "goal (stream, graph)");
   bool all_ok = true;
   for (const auto& r : rows) {
     const bool head = r.config.rfind("R=8 E=256 K=8 S=4096 ", 0) == 0;
@@ -384,9 +391,9 @@ int main(int argc, char** argv) {
     auto verdict = [](double us, double x) { return us > 0 && us <= 15.0 && x <= 3.0 ? "met" : "missed"; };
     std::string goal = "-";
     if (head) goal = std::string(verdict(r.step, xs)) + ", " + verdict(r.step_graph, xg);
-    std::printf("%-34s %4d %-12s %7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f  %s\n", r.config.c_str(), r.bpr,
-                moonep::cuda::kernel_name(r.kernel), r.correct ? "yes" : "NO", r.step, r.step_graph, r.floor,
-                r.floor_graph, xs, xg, goal.c_str());
+    std::printf("%-34s %4d %-12s %7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %7.2f %7.2f  %s\n", r.config.c_str(),
+                r.bpr, moonep::cuda::kernel_name(r.kernel), r.correct ? "yes" : "NO", r.step, r.step_graph, r.floor,
+                r.floor_graph, xs, xg, r.barrier, r.barrier_graph, goal.c_str());
     all_ok = all_ok && r.correct;
   }
   if (!csv.empty()) {
@@ -410,6 +417,10 @@ int main(int argc, char** argv) {
         row.backend = "empty_launch";  // the floor, as stable_sort is on the host
         row.time_per_step_us = r.floor;
         row.entries_per_s = entries / (r.floor * 1e-6);
+        report.append(row);
+        row.backend = "barrier_floor";
+        row.time_per_step_us = r.barrier;
+        row.entries_per_s = entries / (r.barrier * 1e-6);
         report.append(row);
       }
     } catch (const std::exception& e) {

@@ -266,9 +266,34 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
     for (int i = 0; i < 5; ++i) planner.plan((step % 2 ? db : da).topk(), nullptr, nullptr);
     const moonep::HostPlan got = planner.copy_out(nullptr);
     REQUIRE(moonep::plan_difference(got, step % 2 ? ref_b : ref_a) == "");
-    REQUIRE(moonep::plan_difference(got, step % 2 ? ref_b : ref_a) == "");
   }
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, da), first) == "");
+}
+
+TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the plan alone", "[cuda][sanitize]") {
+  const Config c = Config{4, 32, 4, 300, 4, 8};
+  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  INFO("kernel " << moonep::cuda::kernel_name(kernel));
+  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
+  const Routing routing = make_routing(c, Shape::skew, 5);
+  const moonep::HostPlan ref = moonep::plan_reference(c, routing);
+  DeviceRouting dr(c, routing);
+  REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), ref) == "");
+  // The barrier floor's counter resets itself: a second launch that found
+  // it stale would never pass its barrier.
+  for (int i = 0; i < 3; ++i) {
+    planner.launch_empty(nullptr);
+    planner.launch_barrier_floor(dr.topk(), nullptr);
+  }
+  cuda_ok(cudaDeviceSynchronize());
+  REQUIRE(moonep::plan_difference(planner.copy_out(nullptr), ref) == "");
+  // Null routing is refused before anything is launched or taken.
+  REQUIRE_THROWS_AS(planner.launch_barrier_floor(nullptr, nullptr), moonep::InputError);
+  std::vector<const int32_t*> holes(dr.topk(), dr.topk() + c.ranks);
+  holes[2] = nullptr;
+  REQUIRE_THROWS_WITH(planner.launch_barrier_floor(holes.data(), nullptr),
+                      "moonep::cuda::Planner::launch_barrier_floor: d_topk[2] is null");
+  REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), ref) == "");
 }
 
 TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 kernel elsewhere",

@@ -128,6 +128,10 @@ class Planner {
   // Enqueues an empty cooperative launch of the same grid and block size:
   // the floor the planning step is measured against.
   void launch_empty(cudaStream_t stream);
+  // Enqueues the same launch doing only what no one-launch planner can
+  // skip: one routing load per thread (from d_topk, as plan() takes it)
+  // and one barrier over all blocks. The second floor of the benchmark.
+  void launch_barrier_floor(const std::int32_t* const* d_topk, cudaStream_t stream);
 
  private:
   struct State;

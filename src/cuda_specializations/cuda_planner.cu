@@ -14,6 +14,7 @@ namespace impl {
 __global__ void plan_kernel(const __grid_constant__ KernelParams p);
 __global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
 __global__ void empty_kernel();
+__global__ void barrier_floor_kernel(const __grid_constant__ KernelParams p, unsigned* bar, int* sink);
 }  // namespace impl
 
 namespace {
@@ -83,6 +84,7 @@ struct Planner::State {
   const void* func = nullptr;
   impl::KernelParams params{};
   DeviceBuffer sym, loc, out, status;
+  DeviceBuffer floor;  // barrier_floor_kernel's counter (word 0) and one word per block (from word 4)
   impl::DeviceStatus* host_status = nullptr;  // pinned
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_topk, last_tpe;
@@ -137,6 +139,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   const void* const repl_func = reinterpret_cast<const void*>(impl::replicated_plan_kernel);
   const i64 max_rank0 = max_dynamic_of(rank0_func), max_repl = max_dynamic_of(repl_func);
   max_dynamic_of(reinterpret_cast<const void*>(impl::empty_kernel));
+  max_dynamic_of(reinterpret_cast<const void*>(impl::barrier_floor_kernel));
   // Blocks co-resident on the whole GPU for a kernel and its shared memory:
   // all R*bpr blocks must be, for the software barriers. The replicated
   // kernel takes at most kReplicatedBlocksPerSM of them per SM (its blocks
@@ -259,6 +262,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   s.loc.allocate(p.loc.words * R * 4, "allocating rank scratch");
   s.out.allocate(p.out.words * R * 4, "allocating plan outputs");
   s.status.allocate(sizeof(impl::DeviceStatus), "allocating the status word");
+  s.floor.allocate((4 + static_cast<i64>(R) * s.bpr) * 4, "allocating the barrier floor's words");
   check_cuda(cudaMemcpy(s.status.ptr, &kCleanStatus, sizeof kCleanStatus, cudaMemcpyHostToDevice),
              "initialising the status word");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_status), sizeof(impl::DeviceStatus)),
@@ -335,26 +339,48 @@ void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cud
 }
 }  // namespace
 
+namespace {
+// Every rank's routing pointers (and given counts) into the launch
+// parameters, each checked first: a null one throws before any is taken.
+void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_topk,
+                  const std::int32_t* const* d_tpe, const char* who) {
+  if (!d_topk) throw InputError(std::string(who) + ": d_topk is null");
+  for (int r = 0; r < R; ++r) {
+    if (!d_topk[r]) throw InputError(std::string(who) + ": d_topk[" + std::to_string(r) + "] is null");
+  }
+  for (int r = 0; r < R; ++r) {
+    p.topk[r] = d_topk[r];
+    p.tpe[r] = d_tpe ? d_tpe[r] : nullptr;
+  }
+}
+}  // namespace
+
 void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const* d_tpe,
                    cudaStream_t stream) {
   State& s = *s_;
-  const int R = s.config.ranks;
-  if (!d_topk) throw InputError("moonep::cuda::Planner::plan: d_topk is null");
-  for (int r = 0; r < R; ++r) {
-    if (!d_topk[r]) throw InputError("moonep::cuda::Planner::plan: d_topk[" + std::to_string(r) + "] is null");
-    s.params.topk[r] = d_topk[r];
-    s.params.tpe[r] = d_tpe ? d_tpe[r] : nullptr;
+  take_routing(s.params, s.config.ranks, d_topk, d_tpe, "moonep::cuda::Planner::plan");
+  for (int r = 0; r < s.config.ranks; ++r) {
     s.last_topk[r] = s.params.topk[r];
     s.last_tpe[r] = s.params.tpe[r];
   }
   void* args[] = {&s.params};
-  launch_cooperative(s.func, R * s.bpr, s.smem, args, stream);
+  launch_cooperative(s.func, s.config.ranks * s.bpr, s.smem, args, stream);
 }
 
 void Planner::launch_empty(cudaStream_t stream) {
   State& s = *s_;
   launch_cooperative(reinterpret_cast<const void*>(impl::empty_kernel), s.config.ranks * s.bpr, s.smem,
                      nullptr, stream, "launching the empty kernel");
+}
+
+void Planner::launch_barrier_floor(const std::int32_t* const* d_topk, cudaStream_t stream) {
+  State& s = *s_;
+  take_routing(s.params, s.config.ranks, d_topk, nullptr, "moonep::cuda::Planner::launch_barrier_floor");
+  unsigned* bar = static_cast<unsigned*>(s.floor.ptr);
+  int* sink = s.floor.words() + 4;
+  void* args[] = {&s.params, &bar, &sink};
+  launch_cooperative(reinterpret_cast<const void*>(impl::barrier_floor_kernel), s.config.ranks * s.bpr, s.smem,
+                     args, stream, "launching the barrier floor kernel");
 }
 
 void Planner::check(cudaStream_t stream) {

@@ -631,8 +631,6 @@ __global__ void MOONEP_KERNEL_BOUNDS plan_kernel(const __grid_constant__ KernelP
   trace_clock(p, kTracePoints - 1);
 }
 
-__global__ void empty_kernel() {}
-
 std::int64_t shared_bytes(int R, int E, int B, int tile_tokens, bool stage_tables) {
   return (phase_words(R, E, B, tile_tokens, stage_tables) + key_words(E)) * 4;
 }
