@@ -1,6 +1,7 @@
 // moonep_gpu_bench — time per planning step of moonep::cuda::Planner with R
 // virtual ranks on one GPU, measured with CUDA events over many back-to-back
-// steps, and again replayed from a CUDA graph. The floor, in the same run,
+// steps, and again replayed from a CUDA graph (each the median of three
+// rounds, interleaved with the floors'). The floor, in the same run,
 // is an empty cooperative launch of the same grid (same blocks, threads and
 // shared memory); the barrier floor is that launch with one routing load
 // per thread and one barrier over all blocks, the least a one-launch
@@ -77,6 +78,11 @@ double graph_us(cudaStream_t s, int per_graph, int replays, F&& launch) {
   return us;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Every rank's routing in device memory, one allocation per rank, freed
 // with the object.
 class DeviceRouting {
@@ -132,12 +138,29 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   auto barrier = [&] { planner.launch_barrier_floor(topk, s); };
   for (int i = 0; i < 50; ++i) step();
   ok(cudaStreamSynchronize(s), "warmup");
-  row.step = time_us(s, steps, step);
-  row.floor = time_us(s, steps, empty);
-  row.barrier = time_us(s, steps, barrier);
-  row.step_graph = graph_us(s, 50, std::max(1, steps / 50), step);
-  row.floor_graph = graph_us(s, 50, std::max(1, steps / 50), empty);
-  row.barrier_graph = graph_us(s, 50, std::max(1, steps / 50), barrier);
+  // kRounds rounds of the three timings, interleaved, and the median of
+  // each: the stream floors are the host's launch rate, which drifts
+  // between 3.3 and 5.8 us from call to call (device runs 45-53); timed
+  // once, right after the step, a floor's drift decided x_stream.
+  constexpr int kRounds = 3;
+  std::vector<double> st, fl, ba, stg, flg, bag;
+  for (int round = 0; round < kRounds; ++round) {
+    st.push_back(time_us(s, steps, step));
+    fl.push_back(time_us(s, steps, empty));
+    ba.push_back(time_us(s, steps, barrier));
+  }
+  const int replays = std::max(1, steps / 50);
+  for (int round = 0; round < kRounds; ++round) {
+    stg.push_back(graph_us(s, 50, replays, step));
+    flg.push_back(graph_us(s, 50, replays, empty));
+    bag.push_back(graph_us(s, 50, replays, barrier));
+  }
+  row.step = median(st);
+  row.floor = median(fl);
+  row.barrier = median(ba);
+  row.step_graph = median(stg);
+  row.floor_graph = median(flg);
+  row.barrier_graph = median(bag);
   planner.check(s);  // no error in any timed step
   // The plan after all the timed steps is still the reference plan.
   row.correct = row.correct &&
