@@ -573,11 +573,19 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * E;
     MOONEP_ROLLED
     for (int e = b.tid; e < E; e += kThreads) {
+      // Every warp's count first, then the bases: the compiler cannot tell
+      // that hist[w * E + e] and hist[(w + 1) * E + e] differ (E is not a
+      // constant), so in one loop each load would wait for the store
+      // before it, kWarps shared round trips on every block's way to its
+      // arrival.
+      int c[kWarps];
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) c[w] = t.hist[w * E + e];
       int run = 0;
+#pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const int c = t.hist[w * E + e];
         t.hist[w * E + e] = run;
-        run += c;
+        run += c[w];
       }
       ghist[e] = run;
       if (run > 0) atomicAdd(tall + e, run);
