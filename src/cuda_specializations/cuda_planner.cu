@@ -8,6 +8,7 @@
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
 #include "plan_kernel.hpp"
+#include "replicated_layout.hpp"
 
 namespace moonep::cuda {
 namespace impl {
@@ -284,6 +285,9 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.groups = R;
   p.tile_tokens = tile_tokens;
   p.block_tokens = static_cast<int>((S + nworkers - 1) / nworkers);
+  if (s.kernel == Kernel::replicated) {
+    p.repl = impl::replicated_regions(impl::replicated_layout(R, E, B, K, p.block_tokens));
+  }
   p.sys_scope = 0;  // virtual ranks: one GPU
   p.trace = options.debug_trace;
   p.sym_base = s.sym.words();

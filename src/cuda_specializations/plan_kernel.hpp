@@ -95,6 +95,15 @@ struct DeviceStatus {
   unsigned int pad;
 };
 
+// The replicated kernel's shared-memory regions, in int32 words from the
+// start of its dynamic shared memory (replicated_layout.hpp's layout, which
+// the host computes once: carved on the device, that layout's 64-bit
+// arithmetic was some 200 instructions on every block's way to its first
+// routing loads).
+struct ReplicatedRegions {
+  int ent, pos, sorted, sexp, dd, mask, base, key, rem, bb, hist, acum, cand, cslot, etc, mark, peer, small, sip;
+};
+
 struct KernelParams {
   int R, E, K, S, B, tp, epn, N, NvS;
   int bpr;         // blocks per rank (group)
@@ -115,6 +124,7 @@ struct KernelParams {
   SymLayout sym;
   LocLayout loc;
   OutLayout out;
+  ReplicatedRegions repl;  // the replicated kernel only
   DeviceStatus* status;
   unsigned long long* trace;  // null, or [blocks][kTracePoints] globaltimer stamps
   const std::int32_t* topk[kMaxGroups];

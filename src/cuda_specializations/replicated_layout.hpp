@@ -59,4 +59,13 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   return l;
 }
 
+// The regions as the kernel's launch parameters carry them (words < 2^31
+// wherever the layout fits a device's shared memory).
+inline ReplicatedRegions replicated_regions(const ReplicatedLayout& l) {
+  auto w = [](std::int64_t v) { return static_cast<int>(v); };
+  return ReplicatedRegions{w(l.ent),  w(l.pos),  w(l.sorted), w(l.sexp),  w(l.dd),   w(l.mask), w(l.base),
+                           w(l.key),  w(l.rem),  w(l.bb),     w(l.hist),  w(l.acum), w(l.cand), w(l.cslot),
+                           w(l.etc),  w(l.mark), w(l.peer),   w(l.small), w(l.sip)};
+}
+
 }  // namespace moonep::cuda::impl

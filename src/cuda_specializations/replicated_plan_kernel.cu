@@ -90,7 +90,7 @@ struct Tables {
 };
 
 __device__ Tables carve(int* sm, const KernelParams& p) {
-  const ReplicatedLayout l = replicated_layout(p.R, p.E, p.B, p.K, p.block_tokens);
+  const ReplicatedRegions& l = p.repl;  // the host's replicated_layout
   Tables t;
   t.ent = sm + l.ent;
   t.pos = sm + l.pos;
@@ -471,7 +471,6 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   const unsigned epoch_now = entry.epoch_now;
   const int R = p.R, E = p.E, K = p.K, B = p.B, NvS = p.NvS;
   const int as = acum_stride(R), mw = mark_words(E);
-  const Tables t = carve(sm, p);
   // Block 0 of a rank owns no tokens when bpr > 1 (nworkers = bpr - 1): it
   // plans like every block and stores the rank's full layout while the
   // other blocks run C2.
@@ -488,6 +487,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     ev0[u] = i < s.ws1 ? topk[i] : -1;
   }
   trace_point(p, 0);
+  const Tables t = carve(sm, p);
 
   // ---- A: housekeeping -----------------------------------------------------
   // Other ranks write into this rank's src_info and reserve on its
