@@ -11,10 +11,11 @@
 // others run C2.
 //
 // Per step, per block:
-//   A   zero the per-warp histograms (block 0: zero the rank's dup_counts,
-//       the reservation counters others add to later). No src_info
-//       prefill: block 0 writes -1 exactly where no entry lands (C2).
-//   C1  one pass over the block's entries: per-warp histograms and each
+//   A   block 0: zero the rank's dup_counts, the reservation counters
+//       others add to later. No block barrier. No src_info prefill: block
+//       0 writes -1 exactly where no entry lands (C2).
+//   C1  each warp zeroes its own histogram row and peer words, then one
+//       pass over the block's entries: per-warp histograms and each
 //       entry's rank among the warp's entries of its expert (the lanes
 //       holding the same expert found by a shared atomicOr into the warp's
 //       word of that expert), in shared memory;
@@ -495,10 +496,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // arrival (a release).
   // src_info needs no prefill: store_layout writes -1 exactly where no
   // entry lands.
+  // No block barrier: each warp zeroes its own histogram row and peer
+  // words in C1, the only shared memory it touches before the totals.
   zero_dup_counts(b);
-  MOONEP_ROLLED
-  for (int i = b.tid; i < kWarps * E; i += kThreads) t.hist[i] = 0;
-  __syncthreads();
   trace_point(p, 1);
   if (p.trace && b.tid == 0 && ev0[kUnroll - 1] != INT_MIN) {
     trace_point(p, 16);  // the debug trace only: thread 0's routing loads have arrived
@@ -515,10 +515,14 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     int* row = t.hist + b.warp * E;
     unsigned* peer = t.peer + b.warp * E;
     const unsigned lt = (1u << b.lane) - 1u;
-    // Each warp zeroes its own words: zeroing all of them with the block's
-    // housekeeping (A) held up the first routing loads by 0.5 us (run 36).
+    // Each warp zeroes its own words: zeroing the peer words with the
+    // block's housekeeping (A) held up the first routing loads by 0.5 us
+    // (run 36); the rows too were zeroed there, behind a block barrier.
     MOONEP_ROLLED
-    for (int i = b.lane; i < E; i += 32) peer[i] = 0u;
+    for (int i = b.lane; i < E; i += 32) {
+      peer[i] = 0u;
+      row[i] = 0;
+    }
     __syncwarp();
     // kUnroll rounds unrolled (unlike most of the kernel, see MOONEP_ROLLED):
     // a rolled round with the loads kept kUnroll rounds ahead in a ring of
