@@ -547,10 +547,13 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
         if (e >= 0) atomicOr(peer + e, 1u << b.lane);
         __syncwarp();
         const unsigned peers = e >= 0 ? peer[e] : 0u;
-        const int r = e >= 0 ? row[e] + __popc(peers & lt) : -1;
+        const int before = e >= 0 ? row[e] : 0;  // only the round's leader of e writes row[e]
+        const int r = e >= 0 ? before + __popc(peers & lt) : -1;
         __syncwarp();
         if (e >= 0 && b.lane == __ffs(peers) - 1) {
-          row[e] += __popc(peers);
+          // From the count loaded above: row[e] again after the __syncwarp
+          // would be one more shared round trip on the round's chain.
+          row[e] = before + __popc(peers);
           peer[e] = 0u;
         }
         if (i < s.ws1) {
