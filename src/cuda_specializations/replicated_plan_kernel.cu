@@ -479,13 +479,17 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   const i64 i0 = s.tok0 * K;
   const int nt = static_cast<int>(s.tok1 - s.tok0), ne = nt * K;
   const bool sys = p.sys_scope != 0;
-  const std::int32_t* topk = p.topk[b.g];
+  // C1 indexes the block's entries from its first one, in 32 bits (a
+  // block's entries fit shared memory): 64-bit entry indices cost a carry
+  // and a second compare at every use in C1's rounds.
+  const std::int32_t* btopk = p.topk[b.g] + i0;  // the block's first entry
+  const int w0 = static_cast<int>(s.ws0 - i0), w1 = static_cast<int>(s.ws1 - i0);  // this warp's entries
   // The first batch of C1's routing loads goes out before the housekeeping.
   int ev0[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const i64 i = s.ws0 + 32 * u + b.lane;
-    ev0[u] = i < s.ws1 ? topk[i] : -1;
+    const int li = w0 + 32 * u + b.lane;
+    ev0[u] = li < w1 ? btopk[li] : -1;
   }
   trace_point(p, 0);
   const Tables t = carve(sm, p);
@@ -527,21 +531,21 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     // kUnroll rounds unrolled (unlike most of the kernel, see MOONEP_ROLLED):
     // a rolled round with the loads kept kUnroll rounds ahead in a ring of
     // registers was 0.5 us slower at the headline (device runs 31-32).
-    for (i64 base0 = s.ws0; base0 < s.ws1; base0 += 32 * kUnroll) {
+    for (int base0 = w0; base0 < w1; base0 += 32 * kUnroll) {
       int ev[kUnroll];  // loads first, so they are in flight together
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const i64 i = base0 + 32 * u + b.lane;
-        ev[u] = base0 == s.ws0 ? ev0[u] : (i < s.ws1 ? topk[i] : -1);
+        const int li = base0 + 32 * u + b.lane;
+        ev[u] = base0 == w0 ? ev0[u] : (li < w1 ? btopk[li] : -1);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const i64 base = base0 + 32 * u;
-        if (base >= s.ws1) break;
-        const i64 i = base + b.lane;
+        const int base = base0 + 32 * u;
+        if (base >= w1) break;
+        const int li = base + b.lane;
         int e = ev[u];
-        if (i < s.ws1 && static_cast<unsigned>(e) >= static_cast<unsigned>(E)) {
-          record(&p.status->bad_entry, b.rank, i);
+        if (li < w1 && static_cast<unsigned>(e) >= static_cast<unsigned>(E)) {
+          record(&p.status->bad_entry, b.rank, i0 + li);
           e = -1;
         }
         if (e >= 0) atomicOr(peer + e, 1u << b.lane);
@@ -556,9 +560,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
           row[e] = before + __popc(peers);
           peer[e] = 0u;
         }
-        if (i < s.ws1) {
-          t.ent[i - i0] = e;
-          t.pos[i - i0] = r;
+        if (li < w1) {
+          t.ent[li] = e;
+          t.pos[li] = r;
         }
         __syncwarp();
       }
