@@ -194,7 +194,7 @@ void profile(const moonep::Config& c, int bpr, int steps) {
 std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
   if (k == moonep::cuda::Kernel::replicated) {
     return {"start",
-            "A (zeroing)",
+            "A (dup counts zeroed)",
             "C1 (histograms, ranks in warp)",
             "block totals out, arrival",
             "all counts arrived (barrier)",
