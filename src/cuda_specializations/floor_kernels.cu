@@ -18,10 +18,10 @@ namespace moonep::cuda::impl {
 
 __global__ void empty_kernel() {}
 
-// `bar`: one word, zero before the first launch; self-resetting like
-// grid_sync (the first block adds 2^31 - (n - 1), the others 1, so each
-// launch flips the top bit exactly once). `sink[blockIdx.x]`: what the
-// block's loads saw, so they cannot be optimised away.
+// `bar`: one word, zero before the first launch: grid_sync's
+// self-resetting barrier over the whole grid, polled with acquire loads.
+// `sink[blockIdx.x]`: what the block's loads saw, so they cannot be
+// optimised away.
 __global__ void MOONEP_KERNEL_BOUNDS barrier_floor_kernel(const __grid_constant__ KernelParams p, unsigned* bar,
                                                           int* sink) {
   const int rank = static_cast<int>(blockIdx.x) / p.bpr, lb = static_cast<int>(blockIdx.x) % p.bpr;
@@ -30,10 +30,8 @@ __global__ void MOONEP_KERNEL_BOUNDS barrier_floor_kernel(const __grid_constant_
   const int v = i < n ? p.topk[rank][i] : 0;
   const int seen = __syncthreads_count(v >= 0);  // every thread's load has arrived
   if (threadIdx.x == 0) {
-    const unsigned nblocks = gridDim.x;
-    const unsigned inc = blockIdx.x == 0 ? 0x80000000u - (nblocks - 1u) : 1u;
-    const unsigned old = atom_add_release_gpu(bar, inc);
-    while (((old ^ ld_acquire_gpu(bar)) & 0x80000000u) == 0u) {
+    const unsigned old = generation_arrive(bar, gridDim.x, blockIdx.x == 0);
+    while (!generation_passed(old, ld_acquire_gpu(bar))) {
     }
     sink[blockIdx.x] = seen;
   }

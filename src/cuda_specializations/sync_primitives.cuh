@@ -87,13 +87,24 @@ __device__ __forceinline__ void fence_acquire(bool sys) {
 // publishes the whole block's writes; no separate fence before it.
 // A block that needs nothing the others wrote passes wait = false: it
 // arrives (the round still completes) and goes on at once.
+// One block's arrival at grid_sync's self-resetting barrier word (`first`
+// for exactly one of the nblocks blocks), a release; returns the word
+// before it, which generation_passed compares later loads against.
+__device__ __forceinline__ unsigned generation_arrive(unsigned* bar, unsigned nblocks, bool first) {
+  const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
+  return atom_add_release_gpu(bar, inc);
+}
+// True once the barrier word `now` is in the next generation from `old`.
+__device__ __forceinline__ bool generation_passed(unsigned old, unsigned now) {
+  return ((old ^ now) & 0x80000000u) != 0u;
+}
+
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned nblocks, bool first, bool wait = true) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned inc = first ? (0x80000000u - (nblocks - 1u)) : 1u;
-    const unsigned old = atom_add_release_gpu(bar, inc);
+    const unsigned old = generation_arrive(bar, nblocks, first);
     if (wait) {
-      while (((old ^ ld_relaxed_gpu(bar)) & 0x80000000u) == 0u) {
+      while (!generation_passed(old, ld_relaxed_gpu(bar))) {
       }
       fence_acquire(false);
     }
