@@ -1,6 +1,9 @@
-// Bad input (PLANNING.md "Bad input") is rejected with InputError before any
-// rank touches the shared buffer — checked by filling the whole symmetric
-// buffer with a sentinel first — and the planner plans correctly afterwards.
+// Bad input (docs/spec/PLANNING.md "Bad input") is rejected with InputError
+// naming the field, rank and index, and the planner plans correctly
+// afterwards, on every planner variant (test_exec_spaces.hpp). The portable
+// phases reject it before any rank touches the shared buffer — checked by
+// filling the whole symmetric buffer with a sentinel first; the CUDA
+// specialization keeps its own buffer and never allocates the world's.
 #include "catch2_compat.hpp"
 
 #include <functional>
@@ -17,6 +20,7 @@ namespace {
 
 constexpr std::int32_t kSentinel = 0x5eed5eed;
 
+template <class Mem>
 bool buffer_untouched(const InProcessWorld<Mem>& world) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), world.buffer());
   for (std::size_t i = 0; i < h.extent(0); ++i)
@@ -32,14 +36,20 @@ Config base() {
 
 // Runs `bad` (which must throw InputError mentioning `needle`) on a planner
 // whose buffer holds only the sentinel; then plans a good step.
-void expect_rejected(const std::function<void(PortablePlanner&)>& bad, const std::string& needle) {
+template <class P>
+void expect_rejected(const std::function<void(P&)>& bad, const std::string& needle) {
+  INFO(variant_name<P>());
   const Config c = base();
-  InProcessWorld<Mem> world(c.ranks);
-  PortablePlanner planner(c, world);
+  InProcessWorld<typename P::memory_space> world(c.ranks);
+  P planner(c, world);
   // A good step first, so that rejection also has to leave a used planner usable.
   const Routing first = make_routing(c, Shape::skewed, 3);
   REQUIRE(plan_difference(plan_reference(c, first), plan_with(planner, first)) == "");
-  Kokkos::deep_copy(world.buffer(), kSentinel);
+  if (P::uses_cuda_specialization) {
+    CHECK(world.buffer().extent(0) == 0);
+  } else {
+    Kokkos::deep_copy(world.buffer(), kSentinel);
+  }
   std::string message;
   try {
     bad(planner);
@@ -49,38 +59,39 @@ void expect_rejected(const std::function<void(PortablePlanner&)>& bad, const std
   INFO("message: " << message);
   REQUIRE(!message.empty());
   CHECK(message.find(needle) != std::string::npos);
-  CHECK(buffer_untouched(world));
+  if (!P::uses_cuda_specialization) CHECK(buffer_untouched(world));
   const Routing good = make_routing(c, Shape::heavy_skew, 11);
   CHECK(plan_difference(plan_reference(c, good), plan_with(planner, good)) == "");
 }
 
 }  // namespace
 
-TEST_CASE("bad routing is rejected before the shared buffer is touched") {
+TEMPLATE_LIST_TEST_CASE("bad routing is rejected before the shared buffer is touched", "[portable]", PlannerVariants) {
+  using P = TestType;
   const Config c = base();
   SECTION("expert id too large on rank 2") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       Routing r = make_routing(c, Shape::uniform, 1);
       r[2][17] = c.experts;
       plan_with(p, r);
     }, "routing[2][17]");
   }
   SECTION("negative expert id on rank 0") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       Routing r = make_routing(c, Shape::uniform, 1);
       r[0][0] = -1;
       plan_with(p, r);
     }, "routing[0][0]");
   }
   SECTION("routing of the wrong length on rank 3") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       Routing r = make_routing(c, Shape::uniform, 1);
       r[3].pop_back();
       plan_with(p, r);
     }, "routing[3] has");
   }
   SECTION("tokens_per_expert that does not match the routing") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       const Routing r = make_routing(c, Shape::uniform, 1);
       TokensPerExpert t = count_tokens_per_expert(c, r);
       t[1][5] += 1;
@@ -88,7 +99,7 @@ TEST_CASE("bad routing is rejected before the shared buffer is touched") {
     }, "tokens_per_expert[1][5]");
   }
   SECTION("tokens_per_expert of the wrong length") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       const Routing r = make_routing(c, Shape::uniform, 1);
       TokensPerExpert t = count_tokens_per_expert(c, r);
       t[2].push_back(0);
@@ -96,7 +107,7 @@ TEST_CASE("bad routing is rejected before the shared buffer is touched") {
     }, "tokens_per_expert[2] has");
   }
   SECTION("too few rank arrays") {
-    expect_rejected([&](PortablePlanner& p) {
+    expect_rejected<P>([&](P& p) {
       Routing r = make_routing(c, Shape::uniform, 1);
       r.pop_back();
       plan_with(p, r);
@@ -104,12 +115,13 @@ TEST_CASE("bad routing is rejected before the shared buffer is touched") {
   }
 }
 
-TEST_CASE("bad configurations are rejected by the constructor") {
+TEMPLATE_LIST_TEST_CASE("bad configurations are rejected by the constructor", "[portable]", PlannerVariants) {
+  INFO(variant_name<TestType>());
   auto rejects = [](Config c, int world_ranks, const std::string& needle) {
-    InProcessWorld<Mem> world(world_ranks);
+    InProcessWorld<typename TestType::memory_space> world(world_ranks);
     std::string message;
     try {
-      PortablePlanner planner(c, world);
+      TestType planner(c, world);
     } catch (const InputError& e) {
       message = e.what();
     }

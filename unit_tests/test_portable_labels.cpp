@@ -1,6 +1,12 @@
-// The portable planner names its kernels and regions after the phase and
-// path they belong to (moonep::portable::...), so Kokkos Tools timelines
-// show where a step goes.
+// Every planner variant names its Kokkos Tools regions and kernels after the
+// path and phase they belong to, so timelines show where a step goes and
+// which path ran:
+//  * the portable phases: regions moonep::portable::{plan, validate,
+//    phaseA, phaseB, phaseC2, phaseD} and kernels moonep::portable::<phase>_*
+//    (plus the world's moonep::world::inprocess_put_runs);
+//  * the CUDA specialization: regions moonep::cuda::plan and
+//    moonep::cuda::<kernel> (replicated or rank0_tables), and no Kokkos
+//    kernel at all (its one launch is a plain CUDA kernel).
 #include "catch2_compat.hpp"
 
 #include <set>
@@ -15,19 +21,35 @@ namespace {
 std::set<std::string> g_kernels, g_regions;
 void on_kernel(const char* name, std::uint32_t, std::uint64_t*) { g_kernels.insert(name); }
 void on_region(const char* name) { g_regions.insert(name); }
-}  // namespace
 
-TEST_CASE("kernels and regions carry moonep::portable labels") {
+// The labels of one planning step (construction and copies not counted).
+template <class P>
+void record_one_step() {
   Config c;
   c.ranks = 4; c.experts = 16; c.topk = 2; c.tokens = 32; c.copy_slots = 2; c.token_padding = 2;
-  InProcessWorld<Mem> world(c.ranks);
-  PortablePlanner planner(c, world);
-  const auto views = to_views(make_routing(c, Shape::skewed, 1));
+  InProcessWorld<typename P::memory_space> world(c.ranks);
+  P planner(c, world);
+  const auto views = to_views<typename P::memory_space>(make_routing(c, Shape::skewed, 1));
+  g_kernels.clear();
+  g_regions.clear();
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_kernel);
   Kokkos::Tools::Experimental::set_push_region_callback(on_region);
   planner.plan(views);
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(nullptr);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moonep::portable", "[portable]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  record_one_step<TestType>();
   for (const char* k : {"moonep::portable::phaseA_clear_slots", "moonep::portable::phaseC1_stable_scatter",
                         "moonep::portable::phaseB_expert_split", "moonep::portable::phaseB_layout",
                         "moonep::portable::phaseC2_destinations_dedup", "moonep::portable::phaseD_dup_loffs",
@@ -35,9 +57,44 @@ TEST_CASE("kernels and regions carry moonep::portable labels") {
     INFO(k);
     CHECK(g_kernels.count(k) == 1);
   }
+  for (const auto& k : g_kernels) {
+    INFO(k);
+    CHECK((starts_with(k, "moonep::portable::") || starts_with(k, "moonep::world::")));
+  }
   for (const char* r : {"moonep::portable::plan", "moonep::portable::validate", "moonep::portable::phaseA",
                         "moonep::portable::phaseB", "moonep::portable::phaseC2", "moonep::portable::phaseD"}) {
     INFO(r);
     CHECK(g_regions.count(r) == 1);
   }
+  CHECK(g_regions.count("moonep::cuda::plan") == 0);
+}
+
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+TEST_CASE("the CUDA specialization labels its step moonep::cuda and launches no Kokkos kernel", "[portable]") {
+  using P = Planner<Kokkos::Cuda, CudaSpecialization>;
+  record_one_step<P>();
+  CHECK(g_kernels.empty());
+  CHECK(g_regions.count("moonep::cuda::plan") == 1);
+  CHECK(g_regions.count("moonep::cuda::replicated") + g_regions.count("moonep::cuda::rank0_tables") == 1);
+  for (const auto& r : g_regions) {
+    INFO(r);
+    CHECK(starts_with(r, "moonep::cuda::"));
+  }
+}
+#endif
+
+TEST_CASE("Automatic takes the CUDA specialization exactly where it exists") {
+  // The default execution space's Planner<> is the specialization on
+  // Kokkos::Cuda with MoonEP built with CUDA, and the portable phases
+  // everywhere else; PortablePhases is always the portable phases.
+  constexpr bool on_cuda =
+#if defined(KOKKOS_ENABLE_CUDA)
+      std::is_same<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>::value;
+#else
+      false;
+#endif
+  CHECK(Planner<>::uses_cuda_specialization == (on_cuda && MOONEP_HAVE_CUDA_SPECIALIZATION));
+  CHECK(std::string(Planner<>::path_name()) == (Planner<>::uses_cuda_specialization ? "cuda" : "portable"));
+  CHECK_FALSE(Planner<Kokkos::DefaultExecutionSpace, PortablePhases>::uses_cuda_specialization);
+  CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace>::uses_cuda_specialization);
 }

@@ -19,6 +19,7 @@ using namespace moonep::test;
 
 namespace {
 
+template <class Mem>
 struct Job {
   explicit Job(int ranks, int procs) : buffer(ranks), processes(procs) {}
   InProcessWorld<Mem> buffer;  // storage of every chunk (the "network")
@@ -49,9 +50,13 @@ struct Job {
   }
 };
 
+template <class Mem>
 class ProcessWorld final : public World<Mem> {
  public:
-  ProcessWorld(Job& job, std::vector<int> mine) : job_(job), mine_(std::move(mine)) {}
+  using typename World<Mem>::chunk_view;
+  using typename World<Mem>::source_view;
+  using typename World<Mem>::run_view;
+  ProcessWorld(Job<Mem>& job, std::vector<int> mine) : job_(job), mine_(std::move(mine)) {}
   int size() const override { return job_.buffer.size(); }
   const std::vector<int>& local_ranks() const override { return mine_; }
   void allocate(std::int64_t n) override {
@@ -87,13 +92,16 @@ class ProcessWorld final : public World<Mem> {
   }
 
  private:
-  Job& job_;
+  Job<Mem>& job_;
   std::vector<int> mine_;
 };
 
 }  // namespace
 
-TEST_CASE("processes planning their own ranks through put_runs alone give the reference plan") {
+TEMPLATE_LIST_TEST_CASE("processes planning their own ranks through put_runs alone give the reference plan",
+                        "[portable]", PortableVariants) {
+  using Mem = typename TestType::memory_space;
+  INFO(variant_name<TestType>());
   Config c;
   c.ranks = 6; c.experts = 24; c.topk = 4; c.tokens = 40; c.copy_slots = 3; c.token_padding = 4;
   const std::vector<std::vector<int>> partition = {{0, 1}, {2}, {3, 4, 5}};
@@ -103,7 +111,7 @@ TEST_CASE("processes planning their own ranks through put_runs alone give the re
   Routing bad = routings[0];
   bad[3][5] = -4;  // rank 3 lives on process 2
 
-  Job job(c.ranks, static_cast<int>(partition.size()));
+  Job<Mem> job(c.ranks, static_cast<int>(partition.size()));
   // got[step][rank], and what each process saw for the bad step.
   std::vector<std::vector<HostRankPlan>> got(steps, std::vector<HostRankPlan>(c.ranks));
   std::vector<std::string> bad_messages(partition.size());
@@ -112,8 +120,8 @@ TEST_CASE("processes planning their own ranks through put_runs alone give the re
     threads.emplace_back([&, p] {
       job.turn.lock();
       {
-        ProcessWorld world(job, partition[p]);
-        PortablePlanner planner(c, world);
+        ProcessWorld<Mem> world(job, partition[p]);
+        TestType planner(c, world);
         auto mine = [&](const Routing& all) {
           Routing r;
           for (int rank : partition[p]) r.push_back(all[rank]);
@@ -148,3 +156,21 @@ TEST_CASE("processes planning their own ranks through put_runs alone give the re
   CHECK(bad_messages[0].find("another rank") != std::string::npos);
   CHECK(bad_messages[1].find("another rank") != std::string::npos);
 }
+
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+TEST_CASE("the CUDA specialization refuses a world with ranks in other processes, naming the way out") {
+  Config c;
+  c.ranks = 4; c.experts = 16; c.topk = 2; c.tokens = 8; c.copy_slots = 2; c.token_padding = 2;
+  Job<Kokkos::CudaSpace> job(c.ranks, 1);
+  ProcessWorld<Kokkos::CudaSpace> world(job, {1, 2});
+  std::string message;
+  try {
+    Planner<Kokkos::Cuda, CudaSpecialization> planner(c, world);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("holds 2 of its 4 ranks") != std::string::npos);
+  CHECK(message.find("PortablePhases") != std::string::npos);
+}
+#endif

@@ -1,6 +1,6 @@
 // Shared by the test_portable_* binaries: routings of the shapes the spec
-// singles out, and a one-call "plan every rank with the portable Planner
-// over an InProcessWorld".
+// singles out, and one-call helpers that plan every rank with a Planner of
+// any variant (test_exec_spaces.hpp) over an InProcessWorld.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +10,9 @@
 #include "moonep/planner.hpp"
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
+#include "test_exec_spaces.hpp"
 
 namespace moonep::test {
-
-using Exec = Kokkos::DefaultExecutionSpace;
-using Mem = Exec::memory_space;
-using PortablePlanner = Planner<Exec>;
 
 // Deterministic everywhere (tests must not depend on <random>).
 using Rng = moonep::impl::SplitMix64;
@@ -47,11 +44,13 @@ inline Routing make_routing(const Config& c, Shape shape, std::uint64_t seed) {
   return r;
 }
 
-// Device copies of host arrays, one per rank.
-inline std::vector<PortablePlanner::input_view> to_views(const std::vector<std::vector<std::int32_t>>& host) {
-  std::vector<PortablePlanner::input_view> out;
+// Copies of host arrays in MemorySpace, one per rank.
+template <class MemorySpace>
+std::vector<Kokkos::View<const std::int32_t*, MemorySpace>> to_views(
+    const std::vector<std::vector<std::int32_t>>& host) {
+  std::vector<Kokkos::View<const std::int32_t*, MemorySpace>> out;
   for (const auto& row : host) {
-    Kokkos::View<std::int32_t*, Mem> v("test_input", row.size());
+    Kokkos::View<std::int32_t*, MemorySpace> v("test_input", row.size());
     Kokkos::deep_copy(v, Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                              row.data(), row.size()));
     out.push_back(v);
@@ -59,7 +58,8 @@ inline std::vector<PortablePlanner::input_view> to_views(const std::vector<std::
   return out;
 }
 
-inline HostPlan to_host(const PortablePlanner& planner) {
+template <class P>
+HostPlan to_host(const P& planner) {
   HostPlan out;
   out.config = planner.config();
   for (std::size_t i = 0; i < planner.last_plan().ranks.size(); ++i) out.ranks.push_back(planner.last_plan().to_host(i));
@@ -67,10 +67,11 @@ inline HostPlan to_host(const PortablePlanner& planner) {
 }
 
 // Plans with an existing planner.
-inline HostPlan plan_with(PortablePlanner& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
-  const auto views = to_views(routing);
+template <class P>
+HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+  const auto views = to_views<typename P::memory_space>(routing);
   if (tpe) {
-    const auto tv = to_views(*tpe);
+    const auto tv = to_views<typename P::memory_space>(*tpe);
     planner.plan(views, &tv);
   } else {
     planner.plan(views);
@@ -79,9 +80,10 @@ inline HostPlan plan_with(PortablePlanner& planner, const Routing& routing, cons
 }
 
 // Plans with a fresh world and planner.
-inline HostPlan plan_portable(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
-  InProcessWorld<Mem> world(c.ranks);
-  PortablePlanner planner(c, world);
+template <class P>
+HostPlan plan_fresh(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+  InProcessWorld<typename P::memory_space> world(c.ranks);
+  P planner(c, world);
   return plan_with(planner, routing, tpe);
 }
 

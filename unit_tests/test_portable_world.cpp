@@ -1,5 +1,7 @@
-// InProcessWorld's operations as the planner relies on them, and the
-// portable backend through the HostPlanner interface.
+// InProcessWorld's operations as the planner relies on them (on the memory
+// space of every enabled execution space), the portable backend through the
+// HostPlanner interface, and what every planner variant keeps in place from
+// one step to the next.
 #include "catch2_compat.hpp"
 
 #include "moonep/backend.hpp"
@@ -10,7 +12,9 @@
 using namespace moonep;
 using namespace moonep::test;
 
-TEST_CASE("InProcessWorld puts runs into the right chunks") {
+TEMPLATE_LIST_TEST_CASE("InProcessWorld puts runs into the right chunks", "[portable]", PortableVariants) {
+  using Mem = typename TestType::memory_space;
+  INFO(variant_name<TestType>());
   InProcessWorld<Mem> world(3);
   world.allocate(10);
   REQUIRE(world.local_ranks() == std::vector<int>({0, 1, 2}));
@@ -65,8 +69,12 @@ namespace {
 
 // A world that hides direct addressing, like an MPI world across nodes:
 // the planner must then move every table through put_runs.
+template <class Mem>
 class NoSharedMemoryWorld final : public World<Mem> {
  public:
+  using typename World<Mem>::chunk_view;
+  using typename World<Mem>::source_view;
+  using typename World<Mem>::run_view;
   explicit NoSharedMemoryWorld(int ranks) : inner_(ranks) {}
   int size() const override { return inner_.size(); }
   const std::vector<int>& local_ranks() const override { return inner_.local_ranks(); }
@@ -92,11 +100,13 @@ class NoSharedMemoryWorld final : public World<Mem> {
 
 }  // namespace
 
-TEST_CASE("without direct addressing the tables travel through put_runs and plans stay exact") {
+TEMPLATE_LIST_TEST_CASE("without direct addressing the tables travel through put_runs and plans stay exact",
+                        "[portable]", PortableVariants) {
+  INFO(variant_name<TestType>());
   Config c;
   c.ranks = 6; c.experts = 24; c.topk = 4; c.tokens = 50; c.copy_slots = 2; c.token_padding = 4;
-  NoSharedMemoryWorld world(c.ranks);
-  PortablePlanner planner(c, world);
+  NoSharedMemoryWorld<typename TestType::memory_space> world(c.ranks);
+  TestType planner(c, world);
   for (int step = 0; step < 4; ++step) {
     const Routing routing = make_routing(c, step % 2 ? Shape::random_dups : Shape::heavy_skew, 300 + step);
     world.puts = world.barriers = 0;
@@ -107,11 +117,13 @@ TEST_CASE("without direct addressing the tables travel through put_runs and plan
   }
 }
 
-TEST_CASE("plans live in the same views step after step (no per-step allocation of outputs)") {
+TEMPLATE_LIST_TEST_CASE("plans live in the same views step after step (no per-step allocation of outputs)",
+                        "[portable]", PlannerVariants) {
+  INFO(variant_name<TestType>());
   Config c;
   c.ranks = 3; c.experts = 9; c.topk = 2; c.tokens = 30; c.copy_slots = 2; c.token_padding = 2;
-  InProcessWorld<Mem> world(c.ranks);
-  PortablePlanner planner(c, world);
+  InProcessWorld<typename TestType::memory_space> world(c.ranks);
+  TestType planner(c, world);
   plan_with(planner, make_routing(c, Shape::skewed, 1));
   const auto* dst0 = planner.last_plan().ranks[0].dst.data();
   const auto* buf = world.buffer().data();

@@ -10,9 +10,8 @@ if(MoonEP_HAVE_CUDA)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   endfunction()
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
-  # The Planner<Kokkos::Cuda> adapter against a stand-in Kokkos::Cuda
-  # (no CUDA-enabled Kokkos here; see the file's header).
-  moonep_add_cuda_test(test_cuda_dispatch test_cuda_dispatch.cpp)
+  # Planner<Kokkos::Cuda> itself (both paths) is tested by the
+  # test_portable_* binaries of a build against a CUDA-enabled Kokkos.
 endif()
 # The replicated kernel's shared-memory layout is plain C++: checked on the
 # host in every build, GPU or not.

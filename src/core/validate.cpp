@@ -1,6 +1,7 @@
 // Input checks shared by every backend (PLANNING.md "Bad input"). They run
 // before any planner touches shared state.
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "moonep/error.hpp"
@@ -8,15 +9,25 @@
 
 namespace moonep {
 
-void validate_rank_input(const Config& c, int rank, const std::int32_t* topk,
-                         std::int64_t topk_len, const std::int32_t* tpe,
-                         std::int64_t tpe_len) {
+std::string rank_input_length_error(const Config& c, int rank, std::int64_t topk_len, bool has_tpe,
+                                    std::int64_t tpe_len) {
   std::ostringstream m;
   if (topk_len != c.entries()) {
     m << "routing[" << rank << "] has " << topk_len << " entries, expected tokens*topk = "
       << c.tokens << "*" << c.topk << " = " << c.entries();
-    throw InputError(m.str());
+  } else if (has_tpe && tpe_len != c.experts) {
+    m << "tokens_per_expert[" << rank << "] has " << tpe_len << " counts, expected experts = "
+      << c.experts;
   }
+  return m.str();
+}
+
+void validate_rank_input(const Config& c, int rank, const std::int32_t* topk,
+                         std::int64_t topk_len, const std::int32_t* tpe,
+                         std::int64_t tpe_len) {
+  const std::string length = rank_input_length_error(c, rank, topk_len, tpe != nullptr, tpe_len);
+  if (!length.empty()) throw InputError(length);
+  std::ostringstream m;
   std::vector<std::int64_t> counts(tpe ? c.experts : 0, 0);
   for (std::int64_t i = 0; i < topk_len; ++i) {
     const std::int32_t e = topk[i];
@@ -28,11 +39,6 @@ void validate_rank_input(const Config& c, int rank, const std::int32_t* topk,
     if (tpe) ++counts[e];
   }
   if (!tpe) return;
-  if (tpe_len != c.experts) {
-    m << "tokens_per_expert[" << rank << "] has " << tpe_len << " counts, expected experts = "
-      << c.experts;
-    throw InputError(m.str());
-  }
   for (int e = 0; e < c.experts; ++e) {
     if (tpe[e] != counts[e]) {
       m << "tokens_per_expert[" << rank << "][" << e << "] = " << tpe[e] << " but routing["

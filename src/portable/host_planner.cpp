@@ -1,6 +1,8 @@
 // The portable backend's HostPlanner: every rank of the problem planned in
-// this process by moonep::Planner<Kokkos::DefaultExecutionSpace> over an
-// InProcessWorld. load() validates on the host and copies the routing into
+// this process by the portable phases on the default execution space,
+// moonep::Planner<Kokkos::DefaultExecutionSpace, PortablePhases>, over an
+// InProcessWorld (on Kokkos::Cuda too: the cuda backend is the CUDA
+// specialization's HostPlanner). load() validates on the host and copies the routing into
 // views allocated once; step() is the planner alone; result() copies out.
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
+using PortablePlanner = Planner<Exec, PortablePhases>;
 using InputView = Kokkos::View<std::int32_t*, Mem>;
 using HostInput = Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
 
@@ -63,9 +66,9 @@ class PortableHostPlanner final : public HostPlanner {
  private:
   Config config_;
   InProcessWorld<Mem> world_;
-  Planner<Exec> planner_;
+  PortablePlanner planner_;
   std::vector<InputView> routing_, tpe_;
-  std::vector<Planner<Exec>::input_view> routing_in_, tpe_in_;
+  std::vector<PortablePlanner::input_view> routing_in_, tpe_in_;
   bool has_tpe_ = false, loaded_ = false, planned_ = false;
 };
 

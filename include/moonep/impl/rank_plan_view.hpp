@@ -1,9 +1,12 @@
 // moonep/impl/rank_plan_view.hpp — one rank's plan as Kokkos views (the
 // outputs of PLANNING.md "What each rank's plan holds"), and its copy to the
-// host. Exposed as moonep::RankPlanView by moonep/planner.hpp.
+// host, and the plan of a process's local ranks. Exposed as
+// moonep::RankPlanView and moonep::Plan by moonep/planner.hpp.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "moonep/config.hpp"
 #include "moonep/host_plan.hpp"
@@ -29,7 +32,10 @@ struct RankPlanView {
   vec dup_loffs;           // [NvS], first dup_counts[1] meaningful
   vec dup_counts;          // [2]
 
+  // Views that own nothing yet (a planner points them at its buffers).
   RankPlanView() = default;
+  explicit RankPlanView(int r) : rank(r) {}
+  // Allocates every output of rank r.
   RankPlanView(const Config& c, int r) : rank(r) {
     const std::string p = "moonep::plan[" + std::to_string(r) + "].";
     const std::size_t G = static_cast<std::size_t>(c.groups());
@@ -70,6 +76,15 @@ struct RankPlanView {
     Kokkos::View<const std::int32_t*, MemorySpace, Kokkos::MemoryUnmanaged> flat(v.data(), v.size());
     Kokkos::deep_copy(host, flat);
   }
+};
+
+// The plan of the process's local ranks (ranks[i] is world.local_ranks()[i]).
+template <class MemorySpace>
+struct Plan {
+  Config config;
+  std::vector<RankPlanView<MemorySpace>> ranks;
+
+  HostRankPlan to_host(std::size_t local_index) const { return ranks.at(local_index).to_host(); }
 };
 
 }  // namespace moonep::impl

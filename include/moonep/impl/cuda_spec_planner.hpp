@@ -1,0 +1,141 @@
+// moonep/impl/cuda_spec_planner.hpp — the CUDA-specialization path of
+// moonep::Planner<Kokkos::Cuda> (moonep/planner.hpp; selected in
+// moonep/impl/planner_spec.hpp): the whole step of every rank in one
+// cooperative launch of moonep::cuda::Planner (moonep/cuda_planner.hpp),
+// R virtual ranks as groups of blocks on the execution space's GPU.
+//
+// What must stay true:
+//  * Construction allocates everything: the CUDA planner (its symmetric
+//    buffer, counters and outputs) and the host arrays of device pointers
+//    plan() hands it. plan() allocates nothing.
+//  * The plan views are unmanaged views of the CUDA planner's output
+//    buffers: the step copies nothing, and they live as long as the planner.
+//  * The world only names the ranks: every one of them must be local (one
+//    process, one GPU). The CUDA planner keeps its own symmetric buffer, so
+//    world.allocate() is never called and the world's buffer stays empty.
+//  * Host facts (rank arrays, lengths) are checked before the launch in the
+//    portable planner's words (moonep/impl/input_shapes.hpp); what only the
+//    kernel sees (expert ids, counts) comes back from cuda::Planner::check()
+//    as InputError. Either way the planner stays usable.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moonep/config.hpp"
+#include "moonep/cuda_planner.hpp"
+#include "moonep/error.hpp"
+#include "moonep/impl/input_shapes.hpp"
+#include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/impl/rank_plan_view.hpp"
+#include "moonep/world.hpp"
+
+namespace moonep::impl {
+
+class CudaSpecPlanner {
+ public:
+  using execution_space = Kokkos::Cuda;
+  using memory_space = Kokkos::CudaSpace;
+  using world_type = World<memory_space>;
+  using input_view = Kokkos::View<const std::int32_t*, memory_space>;
+  using plan_type = Plan<memory_space>;
+
+  static constexpr bool uses_cuda_specialization = true;
+  static const char* path_name() { return "cuda"; }
+
+  // Throws InputError for a bad config, a world of the wrong size or with
+  // ranks in other processes; RuntimeError if the GPU cannot run the shape.
+  CudaSpecPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
+      : config_(checked_all_local(config, world)),
+        world_(world),
+        exec_(exec),
+        planner_(on_device(exec, config_)),
+        topk_(static_cast<std::size_t>(config_.ranks), nullptr),
+        tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+    plan_.config = config_;
+    for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(alias(r));
+    region_ = std::string("moonep::cuda::") + cuda::kernel_name(planner_.kernel());
+  }
+
+  CudaSpecPlanner(const CudaSpecPlanner&) = delete;
+  CudaSpecPlanner& operator=(const CudaSpecPlanner&) = delete;
+
+  const Config& config() const { return config_; }
+  world_type& world() const { return world_; }
+  const plan_type& last_plan() const { return plan_; }
+  // The CUDA planner itself (kernel chosen, launch shape).
+  const cuda::Planner& cuda_planner() const { return planner_; }
+
+  // As PortablePlanner::plan: routing[i] belongs to world().local_ranks()[i]
+  // (here: rank i). Returns once the plan is in the plan views.
+  const plan_type& plan(const std::vector<input_view>& routing,
+                        const std::vector<input_view>* tokens_per_expert = nullptr) {
+    compat::ProfilingRegion region("moonep::cuda::plan");
+    const std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
+    if (!why.empty()) throw InputError(why);
+    for (int r = 0; r < config_.ranks; ++r) {
+      topk_[r] = routing[r].data();
+      tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
+    }
+    compat::ProfilingRegion kernel(region_);
+    const cudaStream_t stream = exec_.cuda_stream();
+    planner_.plan(topk_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
+    planner_.check(stream);  // waits; InputError from the kernel's checks
+    return plan_;
+  }
+
+ private:
+  static const Config& checked_all_local(const Config& c, const world_type& w) {
+    checked_config(c, w.size());
+    if (static_cast<int>(w.local_ranks().size()) != w.size()) {
+      throw InputError("Planner<Kokkos::Cuda> (CUDA specialization) plans every rank of the world in one launch, "
+                       "but this process holds " + std::to_string(w.local_ranks().size()) + " of its " +
+                       std::to_string(w.size()) +
+                       " ranks; use Planner<Kokkos::Cuda, moonep::PortablePhases> for such a world");
+    }
+    return c;
+  }
+
+  // cuda::Planner takes the current device: it must be the one of `exec`.
+  static const Config& on_device(const Kokkos::Cuda& exec, const Config& c) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != exec.cuda_device()) {
+      throw RuntimeError("Planner<Kokkos::Cuda>: the execution space is on CUDA device " +
+                         std::to_string(exec.cuda_device()) + " but the current device is " +
+                         std::to_string(current) + " (call cudaSetDevice first)");
+    }
+    return c;
+  }
+
+  // Rank r's plan views over the CUDA planner's output buffers.
+  RankPlanView<memory_space> alias(int r) const {
+    using P = RankPlanView<memory_space>;
+    const cuda::DeviceRankPlan& d = planner_.rank_plan(r);
+    const std::size_t G = static_cast<std::size_t>(config_.groups());
+    const std::size_t NvS = static_cast<std::size_t>(config_.slots());
+    P v(r);
+    v.dst = typename P::vec(d.dst, static_cast<std::size_t>(config_.entries()));
+    v.cu_seqlens = typename P::vec(d.cu_seqlens, G);
+    v.zero_fill_ranges = typename P::pairs(d.zero_fill_ranges, G);
+    v.experts_to_copy = typename P::table(d.experts_to_copy, config_.ranks, config_.copy_slots);
+    v.remote_stats = typename P::vec(d.remote_stats, 2);
+    v.src_info = typename P::vec(d.src_info, NvS);
+    v.dup_groups = typename P::triples(d.dup_groups, NvS);
+    v.dup_loffs = typename P::vec(d.dup_loffs, NvS);
+    v.dup_counts = typename P::vec(d.dup_counts, 2);
+    return v;
+  }
+
+  Config config_;
+  world_type& world_;
+  Kokkos::Cuda exec_;
+  cuda::Planner planner_;
+  std::vector<const std::int32_t*> topk_, tpe_;
+  std::string region_;
+  plan_type plan_;
+};
+
+}  // namespace moonep::impl

@@ -1,0 +1,79 @@
+// moonep/impl/planner_spec.hpp — which implementation Planner<Exec, Path>
+// (moonep/planner.hpp) is, chosen at compile time the way Kokkos Kernels
+// chooses its TPL specializations: an availability trait per execution
+// space, and a selector that maps (Exec, Path) to one implementation class.
+//
+//   Path                      Kokkos::Cuda, MoonEP built with CUDA   any other Exec
+//   Automatic (the default)   CudaSpecPlanner (one launch)           PortablePlanner<Exec>
+//   PortablePhases            PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec>
+//   CudaSpecialization        CudaSpecPlanner                        compile error
+//
+// Nothing is decided at run time, so a Planner holds (and allocates) only
+// what its one path uses.
+#pragma once
+
+#include <type_traits>
+
+#include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/moonep_config.hpp"
+
+namespace moonep {
+
+// The path tags: the second template argument of moonep::Planner.
+// Automatic: the fastest implementation for the execution space.
+struct Automatic {};
+// PortablePhases: the Kokkos phases (team scans, reductions, scratch) on any
+// execution space, Kokkos::Cuda included: to compare with the CUDA
+// specialization, or for worlds it does not plan.
+struct PortablePhases {};
+// CudaSpecialization: the one-cooperative-launch CUDA kernel; only for
+// Kokkos::Cuda in a MoonEP built with CUDA (a compile error elsewhere).
+struct CudaSpecialization {};
+
+namespace impl {
+
+// True where MoonEP has a CUDA specialization for the execution space.
+template <class ExecutionSpace>
+struct cuda_specialization_available : std::false_type {};
+#if defined(KOKKOS_ENABLE_CUDA) && MOONEP_HAVE_CUDA
+#define MOONEP_HAVE_CUDA_SPECIALIZATION 1
+template <>
+struct cuda_specialization_available<Kokkos::Cuda> : std::true_type {};
+#else
+#define MOONEP_HAVE_CUDA_SPECIALIZATION 0
+#endif
+
+template <class ExecutionSpace, class Path>
+struct uses_cuda_specialization {
+  static_assert(std::is_same<Path, Automatic>::value || std::is_same<Path, PortablePhases>::value ||
+                    std::is_same<Path, CudaSpecialization>::value,
+                "moonep::Planner's Path is moonep::Automatic, moonep::PortablePhases or moonep::CudaSpecialization");
+  static_assert(!std::is_same<Path, CudaSpecialization>::value ||
+                    cuda_specialization_available<ExecutionSpace>::value,
+                "moonep::CudaSpecialization needs ExecutionSpace = Kokkos::Cuda and MoonEP built with CUDA "
+                "(MoonEP_ENABLE_CUDA=ON) against a Kokkos with the CUDA backend");
+  static constexpr bool value = !std::is_same<Path, PortablePhases>::value &&
+                                cuda_specialization_available<ExecutionSpace>::value;
+};
+
+template <class ExecutionSpace>
+class PortablePlanner;  // moonep/impl/portable_planner.hpp
+class CudaSpecPlanner;  // moonep/impl/cuda_spec_planner.hpp (CUDA builds only)
+
+template <class ExecutionSpace, bool kCuda>
+struct PlannerImplOf {
+  using type = PortablePlanner<ExecutionSpace>;
+};
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+template <>
+struct PlannerImplOf<Kokkos::Cuda, true> {
+  using type = CudaSpecPlanner;
+};
+#endif
+
+template <class ExecutionSpace, class Path>
+using planner_impl_t =
+    typename PlannerImplOf<ExecutionSpace, uses_cuda_specialization<ExecutionSpace, Path>::value>::type;
+
+}  // namespace impl
+}  // namespace moonep
