@@ -1,61 +1,105 @@
 #!/usr/bin/env bash
-# bundle_gpu.sh [BUNDLE_DIR] — build the GPU tests, the GPU benchmark and
-# moonep-plan (build dir build-gpu, Release, sm_90) and collect them into a
-# relocatable folder (default ./.bundle) for a machine that has a GPU and the
-# CUDA driver but no Kokkos/MPI/Catch2: bin/ holds the programs, lib/ every
-# shared library ldd resolves except glibc's own and libcuda (the driver),
-# run.sh runs a program with LD_LIBRARY_PATH set to lib/, and gpu_checks.sh
-# is the one script to run on the device.
+# bundle_gpu.sh [BUNDLE_DIR] — build what the GPU machine runs and collect it
+# into one relocatable folder (default ./.bundle) for a machine that has a
+# GPU and the CUDA driver but no Kokkos, MPI or Catch2. Two builds:
+#
+#   bin/, lib/          build-gpu: Debian's Kokkos (Serial) + the CUDA
+#                       specialization: its tests (test_cuda_planner), the
+#                       kernel benchmark (moonep_gpu_bench) and moonep-plan.
+#   kokkos-cuda/bin/, kokkos-cuda/lib/
+#                       build-gpu-kokkos: upstream Kokkos 4.6.01 with the CUDA
+#                       backend (from ../shared/kokkos, see its README) + the
+#                       CUDA specialization: every test_portable_* binary
+#                       (Planner<Kokkos::Cuda> on both paths), host_sweep
+#                       (portable phases against the specialization) and
+#                       moonep-plan. Skipped, with a message, when the Kokkos
+#                       CUDA tarball is not there (KOKKOS_CUDA_TARBALL=...).
+#
+# lib/ holds every shared library ldd resolves except glibc's own and
+# libcuda (the driver), libcudart.so.13 included; run.sh runs a program with
+# LD_LIBRARY_PATH set; gpu_checks.sh is the one script to run on the device.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=${1:-$ROOT/.bundle}
 BUILD=${BUILD_DIR:-$ROOT/build-gpu}
+KBUILD=${KOKKOS_BUILD_DIR:-$ROOT/build-gpu-kokkos}
 JOBS=${JOBS:-2}
+SHARED=${MOONEP_SHARED_DIR:-$ROOT/../shared}
+KOKKOS_CUDA_TARBALL=${KOKKOS_CUDA_TARBALL:-$SHARED/kokkos/kokkos-4.6.01-cuda13-sm90.tar.gz}
+export PATH=/usr/local/cuda/bin:$PATH
 
+have_target() { cmake --build "$1" --target help | grep -q "^$2:"; }
+
+# collect BUILD DEST TARGET...: copy the built programs to DEST/bin and
+# their non-system shared libraries to DEST/lib.
+collect() {
+  local build=$1 dest=$2; shift 2
+  mkdir -p "$dest/bin" "$dest/lib"
+  for t in "$@"; do
+    local f
+    f=$(find "$build" -type f -name "$t" -perm -u+x | head -n1)
+    [ -n "$f" ] || { echo "bundle_gpu.sh: built $t not found in $build" >&2; exit 1; }
+    cp "$f" "$dest/bin/"
+    strip --strip-debug "$dest/bin/$t" 2>/dev/null || true
+  done
+  local skip='^(libc|libm|libpthread|libdl|librt|ld-linux[^ ]*|libcuda|linux-vdso)\.so'
+  for f in "$dest"/bin/*; do
+    ldd "$f" | awk '/=> \// {print $1, $3}' | while read -r name path; do
+      if [[ "$name" =~ $skip ]]; then continue; fi
+      [ -e "$dest/lib/$name" ] || cp -L "$path" "$dest/lib/$name"
+    done
+  done
+}
+
+# ---- build 1: Debian's Kokkos + the CUDA specialization ----
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
-targets=(test_cuda_planner moonep_gpu_bench)
-if cmake --build "$BUILD" --target help | grep -q '^test_cuda_dispatch:'; then
-  targets+=(test_cuda_dispatch)
-fi
-if cmake --build "$BUILD" --target help | grep -q '^moonep_warp_latency:'; then
-  targets+=(moonep_warp_latency)
-fi
-if cmake --build "$BUILD" --target help | grep -q '^moonep-plan:'; then
-  targets+=(moonep-plan)
-else
-  echo "bundle_gpu.sh: no moonep-plan target in this checkout; bundling without it" >&2
-fi
+targets=(test_cuda_planner moonep_gpu_bench moonep-plan)
+if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-for t in "${targets[@]}"; do
-  f=$(find "$BUILD" -type f -name "$t" -perm -u+x | head -n1)
-  [ -n "$f" ] || { echo "bundle_gpu.sh: built $t not found" >&2; exit 1; }
-  cp "$f" "$BUNDLE/bin/"
-done
-# Non-system shared libraries of every program.
-skip='^(libc|libm|libpthread|libdl|librt|ld-linux[^ ]*|libcuda|linux-vdso)\.so'
-for f in "$BUNDLE"/bin/*; do
-  ldd "$f" | awk '/=> \// {print $1, $3}' | while read -r name path; do
-    if [[ "$name" =~ $skip ]]; then continue; fi
-    [ -e "$BUNDLE/lib/$name" ] || cp -L "$path" "$BUNDLE/lib/$name"
+collect "$BUILD" "$BUNDLE" "${targets[@]}"
+
+# ---- build 2: Kokkos 4.6.01 CUDA + the CUDA specialization ----
+if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
+  KROOT=$KBUILD/deps/$(basename "$KOKKOS_CUDA_TARBALL" .tar.gz)
+  if [ ! -f "$KROOT/bin/nvcc_wrapper" ]; then
+    mkdir -p "$KBUILD/deps"
+    tar -xzf "$KOKKOS_CUDA_TARBALL" -C "$KBUILD/deps"
+  fi
+  cmake -S "$ROOT" -B "$KBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKokkos_ROOT="$KROOT" -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" \
+    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
+    -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
+  ktargets=()
+  for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
+    ktargets+=("$t")
   done
-done
+  ktargets+=(host_sweep moonep-plan)
+  cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
+  collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
+else
+  echo "bundle_gpu.sh: $KOKKOS_CUDA_TARBALL not found; bundling without the Kokkos-CUDA build" >&2
+fi
+
 cp "$ROOT/scripts/gpu_checks.sh" "$BUNDLE/gpu_checks.sh"
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# run.sh PROGRAM [ARGS...] — run a bundled program (bin/PROGRAM or a path)
-# with the bundle's shared libraries.
+# run.sh PROGRAM [ARGS...] — run a bundled program (bin/PROGRAM, a path, or
+# kokkos-cuda/bin/PROGRAM as kokkos-cuda/PROGRAM) with its shared libraries.
 HERE=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 prog=$1; shift
-[ -x "$prog" ] || prog="$HERE/bin/$prog"
+case "$prog" in
+  kokkos-cuda/*) lib="$HERE/kokkos-cuda/lib"; prog="$HERE/kokkos-cuda/bin/${prog#kokkos-cuda/}" ;;
+  *) lib="$HERE/lib"; [ -x "$prog" ] || prog="$HERE/bin/$prog" ;;
+esac
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$prog" "$@"
 RUN
 chmod +x "$BUNDLE/run.sh" "$BUNDLE/gpu_checks.sh"
 (cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) > "$BUNDLE/COMMIT"
 du -sh "$BUNDLE"
 ls -l "$BUNDLE/bin" "$BUNDLE/lib"
+if [ -d "$BUNDLE/kokkos-cuda" ]; then ls -l "$BUNDLE/kokkos-cuda/bin" "$BUNDLE/kokkos-cuda/lib"; fi

@@ -2,8 +2,14 @@
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
 # CUDA unit tests, compute-sanitizer (memcheck, racecheck, synccheck) on the
-# small [sanitize] tests (one of them plants a bad expert id), and the
-# benchmark; logs go to $OUT (or ./gpu_checks_out); a short table comes last.
+# small [sanitize] tests (one of them plants a bad expert id), the kernel
+# benchmark, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
+# every test_portable_* binary (Planner<Kokkos::Cuda> on the portable phases
+# and on the CUDA specialization), memcheck of the bad-input test on both
+# paths, host_sweep's GPU sweep (portable phases against the specialization)
+# and moonep-plan on both backends. A test that dies is run once more under
+# cuda-gdb for a backtrace. Logs go to $OUT (or ./gpu_checks_out); a short
+# table comes last. CHECKS=kokkos runs only the Kokkos-CUDA part.
 # Never changes GPU settings; never uses NVLink multicast.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -28,14 +34,23 @@ step() {  # step NAME TIMEOUT_S COMMAND... : run, tee the log, record the result
   return 0
 }
 
+# A program that died (signal, or rc > 128): once more under cuda-gdb.
+backtrace_if_crashed() {  # backtrace_if_crashed NAME COMMAND...
+  local name=$1; shift
+  local rc
+  rc=$(sed -n 's/.*FAIL(rc=\([0-9]*\)).*/\1/p' <<<"${SUMMARY[-1]}")
+  if [ -n "$rc" ] && [ "$rc" -gt 128 ] && command -v cuda-gdb >/dev/null; then
+    timeout 300 cuda-gdb -batch -ex run -ex bt -ex "info threads" --args "$@" >"$LOGS/$name.gdb.log" 2>&1
+    echo "--- $name backtrace:"; grep -A25 '^#0' "$LOGS/$name.gdb.log" | head -40
+  fi
+}
+
 echo "bundle commit: $(cat "$HERE/COMMIT" 2>/dev/null)"
 step nvidia-smi 30 nvidia-smi -L
-step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
-if [ -x "$HERE/bin/test_cuda_dispatch" ]; then
-  step dispatch_test 60 "$HERE/bin/test_cuda_dispatch"
-fi
-
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ "${CHECKS:-all}" != kokkos ]; then
+step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
+
 if [ -n "$SAN" ]; then
   for tool in memcheck racecheck synccheck; do
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
@@ -52,7 +67,31 @@ if [ -x "$HERE/bin/moonep-plan" ]; then
   grep -q "backend cuda" "$LOGS/moonep-plan.log" && grep -q -- "-> 1.00" "$LOGS/moonep-plan.log" ||
     SUMMARY+=("$(printf '%-22s %-14s' moonep-plan-default 'FAIL(not cuda or unbalanced)')")
 fi
+fi
 
+# ---- the Kokkos-CUDA build: Planner<Kokkos::Cuda> on both paths ----
+K=$HERE/kokkos-cuda
+if [ -d "$K" ]; then
+  export LD_LIBRARY_PATH="$K/lib:$LD_LIBRARY_PATH"
+  for t in "$K"/bin/test_portable_*; do
+    n=kokkos_$(basename "$t")
+    step "$n" 300 "$t" --durations yes
+    backtrace_if_crashed "$n" "$t"
+  done
+  if [ -n "$SAN" ]; then
+    step kokkos_memcheck_bad_input 300 "$SAN" --tool memcheck --error-exitcode 9 \
+      "$K/bin/test_portable_bad_input" "bad routing is rejected*"
+  fi
+  step kokkos_host_sweep 300 "$K/bin/host_sweep" --gpu-sweep --csv "$LOGS/portable_gpu.csv"
+  step kokkos_plan_cuda 60 "$K/bin/moonep-plan" --steps 20
+  step kokkos_plan_portable 60 "$K/bin/moonep-plan" --steps 20 --backend portable
+else
+  SUMMARY+=("$(printf '%-22s %-14s' kokkos-cuda 'not bundled')")
+fi
+
+echo
+echo "=== portable phases against the specialization (host_sweep)"
+sed -n '/^path/,$p' "$LOGS/kokkos_host_sweep.log" 2>/dev/null
 echo
 echo "=== benchmark table"
 sed -n '/^config/,$p' "$LOGS/benchmark.log" 2>/dev/null

@@ -141,3 +141,44 @@ TEST_CASE("the portable backend is available and beats the reference as default"
   CHECK(why.empty());
   CHECK(moonep::default_backend() != moonep::Backend::reference);
 }
+
+TEMPLATE_LIST_TEST_CASE("a second planner on a world is a clear error and the first one keeps planning",
+                        "[portable]", PlannerVariants) {
+  INFO(variant_name<TestType>());
+  Config c;
+  c.ranks = 4; c.experts = 16; c.topk = 2; c.tokens = 24; c.copy_slots = 2; c.token_padding = 4;
+  InProcessWorld<typename TestType::memory_space> world(c.ranks);
+  TestType first(c, world);
+  const Routing routing = make_routing(c, Shape::heavy_skew, 41);
+  REQUIRE(plan_difference(plan_reference(c, routing), plan_with(first, routing)) == "");
+  Config bigger = c;
+  bigger.tokens = 4 * c.tokens;  // would reallocate the buffer the first one plans in
+  std::string message;
+  try {
+    TestType second(bigger, world);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("already has a planner") != std::string::npos);
+  CHECK(world.has_planner());
+  const Routing next = make_routing(c, Shape::random_dups, 42);
+  CHECK(plan_difference(plan_reference(c, next), plan_with(first, next)) == "");
+}
+
+TEMPLATE_LIST_TEST_CASE("a world is free again once its planner is gone", "[portable]", PlannerVariants) {
+  INFO(variant_name<TestType>());
+  Config c;
+  c.ranks = 2; c.experts = 4; c.topk = 2; c.tokens = 8; c.copy_slots = 1; c.token_padding = 2;
+  InProcessWorld<typename TestType::memory_space> world(c.ranks);
+  { TestType first(c, world); }
+  CHECK_FALSE(world.has_planner());
+  // A rejected constructor leaves the world free.
+  Config bad = c;
+  bad.ranks = 3;
+  CHECK_THROWS_AS(TestType(bad, world), InputError);
+  CHECK_FALSE(world.has_planner());
+  TestType second(c, world);
+  const Routing routing = make_routing(c, Shape::skewed, 43);
+  CHECK(plan_difference(plan_reference(c, routing), plan_with(second, routing)) == "");
+}

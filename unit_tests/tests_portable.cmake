@@ -7,3 +7,8 @@ moonep_add_test(test_portable_labels test_portable_labels.cpp)
 moonep_add_test(test_portable_multiprocess test_portable_multiprocess.cpp)
 find_package(Threads REQUIRED)
 target_link_libraries(test_portable_multiprocess PRIVATE Threads::Threads)
+# Its own main: starts without Kokkos initialized.
+add_executable(test_planner_without_kokkos test_planner_without_kokkos.cpp)
+target_link_libraries(test_planner_without_kokkos PRIVATE moonep moonep_catch2)
+target_include_directories(test_planner_without_kokkos PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+add_test(NAME test_planner_without_kokkos COMMAND test_planner_without_kokkos)

@@ -89,7 +89,41 @@ class World {
 
   // Collective agreement: true iff every process passed true.
   virtual bool all_ok(bool local_ok) = 0;
+
+  // One planner per world: a planner lays out and owns the world's buffer,
+  // so a second one would reallocate it under the first. Planners call
+  // attach_planner() in their constructor (InputError if one is already
+  // attached; the world and that planner stay usable) and
+  // detach_planner() in their destructor.
+  void attach_planner() {
+    if (has_planner_) {
+      throw InputError("this world already has a planner (one planner per world: a second one would "
+                       "reallocate the buffer the first plans in); destroy it first or make another world");
+    }
+    has_planner_ = true;
+  }
+  void detach_planner() { has_planner_ = false; }
+  bool has_planner() const { return has_planner_; }
+
+ private:
+  bool has_planner_ = false;
 };
+
+namespace impl {
+// A planner's claim on its world, held for the planner's lifetime (also when
+// a later part of its constructor throws).
+template <class WorldType>
+class WorldClaim {
+ public:
+  explicit WorldClaim(WorldType& world) : world_(&world) { world.attach_planner(); }
+  ~WorldClaim() { world_->detach_planner(); }
+  WorldClaim(const WorldClaim&) = delete;
+  WorldClaim& operator=(const WorldClaim&) = delete;
+
+ private:
+  WorldType* world_;
+};
+}  // namespace impl
 
 // R virtual ranks in one process over ONE Kokkos view (chunks back to back).
 // Phases visit the local ranks one after the other, so no rank ever waits on

@@ -51,6 +51,7 @@ class CudaSpecPlanner {
   CudaSpecPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
       : config_(checked_all_local(config, world)),
         world_(world),
+        claim_(world),
         exec_(exec),
         planner_(on_device(exec, config_)),
         topk_(static_cast<std::size_t>(config_.ranks), nullptr),
@@ -131,6 +132,7 @@ class CudaSpecPlanner {
 
   Config config_;
   world_type& world_;
+  WorldClaim<world_type> claim_;
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
   std::vector<const std::int32_t*> topk_, tpe_;

@@ -10,12 +10,18 @@
 
 #include "moonep/config.hpp"
 #include "moonep/error.hpp"
+#include "moonep/impl/kokkos_compat.hpp"
 #include "moonep/reference.hpp"
 
 namespace moonep::impl {
 
-// A planner's configuration: valid, and of the world's size (InputError).
+// A planner's configuration: Kokkos running (RuntimeError), the
+// configuration valid and of the world's size (InputError).
 inline const Config& checked_config(const Config& c, int world_size) {
+  if (!Kokkos::is_initialized()) {
+    throw RuntimeError("moonep::Planner: Kokkos is not initialized (make planners between Kokkos::initialize "
+                       "and Kokkos::finalize)");
+  }
   validate(c);
   if (world_size != c.ranks) {
     throw InputError("the world has " + std::to_string(world_size) + " ranks but the config says ranks = " +

@@ -60,7 +60,7 @@ class PortablePlanner {
   // Throws InputError for a bad config or a world of the wrong size.
   // Collective (allocates the world's symmetric buffer).
   PortablePlanner(const Config& config, world_type& world, const ExecutionSpace& exec = ExecutionSpace())
-      : config_(checked_config(config, world.size())), layout_(config_), world_(world), exec_(exec) {
+      : config_(checked_config(config, world.size())), layout_(config_), world_(world), claim_(world), exec_(exec) {
     world_.allocate(layout_.total);
     plan_.config = config_;
     for (const int r : world_.local_ranks()) {
@@ -202,6 +202,7 @@ class PortablePlanner {
   Config config_;
   ChunkLayout layout_;
   world_type& world_;
+  WorldClaim<world_type> claim_;
   ExecutionSpace exec_;
   std::vector<Local> local_;
   portable::RootScratch<ExecutionSpace> root_;
