@@ -164,18 +164,8 @@ class InProcessWorld final : public World<MemorySpace> {
     const int n = static_cast<int>(runs.extent(0));
     if (n == 0) return;
     using team_policy = Kokkos::TeamPolicy<execution_space>;
-    using member = typename team_policy::member_type;
-    chunk_view buf = buffer_;
-    const std::int64_t chunk = chunk_;
-    Kokkos::parallel_for(
-        "moonep::world::inprocess_put_runs", team_policy(n, Kokkos::AUTO),
-        KOKKOS_LAMBDA(const member& team) {
-          const PutRun run = runs(team.league_rank());
-          std::int32_t* to = buf.data() + run.dst_rank * chunk + run.dst_offset;
-          const std::int32_t* from = src.data() + run.src_offset;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, run.count),
-                               [&](const std::int64_t k) { to[k] = from[k]; });
-        });
+    Kokkos::parallel_for("moonep::world::inprocess_put_runs", team_policy(n, Kokkos::AUTO),
+                         CopyRuns{buffer_, src, runs, chunk_});
   }
 
   void barrier() override { impl::compat::fence(execution_space(), "moonep::world::inprocess_barrier"); }
@@ -185,6 +175,24 @@ class InProcessWorld final : public World<MemorySpace> {
   chunk_view buffer() const { return buffer_; }
 
  private:
+  // One team per run copies it. A functor, not a lambda: nvcc miscompiles
+  // extended lambdas of a template instantiated in several translation
+  // units (the library and its user both instantiate this one), calling
+  // through a null pointer at run time.
+  struct CopyRuns {
+    chunk_view buf;
+    source_view src;
+    run_view runs;
+    std::int64_t chunk;
+    using member = typename Kokkos::TeamPolicy<execution_space>::member_type;
+    KOKKOS_INLINE_FUNCTION void operator()(const member& team) const {
+      const PutRun run = runs(team.league_rank());
+      std::int32_t* to = buf.data() + run.dst_rank * chunk + run.dst_offset;
+      const std::int32_t* from = src.data() + run.src_offset;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, run.count), [&](const std::int64_t k) { to[k] = from[k]; });
+    }
+  };
+
   int ranks_;
   std::vector<int> local_;
   std::int64_t chunk_ = 0;
