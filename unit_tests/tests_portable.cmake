@@ -7,3 +7,10 @@ moonep_add_test(test_portable_labels test_portable_labels.cpp)
 moonep_add_test(test_portable_multiprocess test_portable_multiprocess.cpp)
 find_package(Threads REQUIRED)
 target_link_libraries(test_portable_multiprocess PRIVATE Threads::Threads)
+# The device-style kernels (GPU block sizes, team scratch, the slot scan of
+# Phase D) on the host execution spaces too, so they are checked without a
+# GPU (portable_types.hpp, host_style()).
+foreach(_t test_portable_vs_reference test_portable_reuse test_portable_bad_input test_portable_multiprocess)
+  add_test(NAME ${_t}_device_style COMMAND ${_t})
+  set_tests_properties(${_t}_device_style PROPERTIES ENVIRONMENT MOONEP_PORTABLE_DEVICE_STYLE=1)
+endforeach()
