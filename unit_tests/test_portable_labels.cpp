@@ -3,10 +3,13 @@
 // which path ran:
 //  * the portable phases: regions moonep::portable::{plan, validate,
 //    phaseA, phaseB, phaseC2, phaseD} and kernels moonep::portable::<phase>_*
-//    (plus the world's moonep::world::inprocess_put_runs);
+//    (plus the world's moonep::world::* when the planner puts);
 //  * the CUDA specialization: regions moonep::cuda::plan and
 //    moonep::cuda::<kernel> (replicated or rank0_tables), and no Kokkos
 //    kernel at all (its one launch is a plain CUDA kernel).
+// The portable phases also plan every local rank in the same launches: a
+// step on an in-process world launches as many kernels at R=8 as at R=2,
+// and puts nothing (every rank's chunk is stored into in place).
 #include "catch2_compat.hpp"
 
 #include <set>
@@ -19,19 +22,25 @@ using namespace moonep::test;
 
 namespace {
 std::set<std::string> g_kernels, g_regions;
-void on_kernel(const char* name, std::uint32_t, std::uint64_t*) { g_kernels.insert(name); }
+int g_launches = 0;
+void on_kernel(const char* name, std::uint32_t, std::uint64_t*) {
+  g_kernels.insert(name);
+  ++g_launches;
+}
 void on_region(const char* name) { g_regions.insert(name); }
 
 // The labels of one planning step (construction and copies not counted).
 template <class P>
-void record_one_step() {
+void record_one_step(int ranks = 4) {
   Config c;
-  c.ranks = 4; c.experts = 16; c.topk = 2; c.tokens = 32; c.copy_slots = 2; c.token_padding = 2;
+  c.ranks = ranks; c.experts = 4 * ranks; c.topk = 2; c.tokens = 32; c.copy_slots = 2; c.token_padding = 2;
   InProcessWorld<typename P::memory_space> world(c.ranks);
   P planner(c, world);
   const auto views = to_views<typename P::memory_space>(make_routing(c, Shape::skewed, 1));
+  planner.plan(views);  // the recorded step is not the first
   g_kernels.clear();
   g_regions.clear();
+  g_launches = 0;
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_kernel);
@@ -50,10 +59,10 @@ TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moo
                         PortableVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>();
-  for (const char* k : {"moonep::portable::phaseA_clear_slots", "moonep::portable::phaseC1_stable_scatter",
-                        "moonep::portable::phaseB_expert_split", "moonep::portable::phaseB_layout",
-                        "moonep::portable::phaseC2_destinations_dedup", "moonep::portable::phaseD_dup_loffs",
-                        "moonep::world::inprocess_put_runs"}) {
+  for (const char* k : {"moonep::portable::validate_histogram", "moonep::portable::phaseA_clear_slots",
+                        "moonep::portable::phaseC1_stable_scatter", "moonep::portable::phaseB_expert_split",
+                        "moonep::portable::phaseB_layout", "moonep::portable::phaseC2_destinations_dedup",
+                        "moonep::portable::phaseD_dup_structures"}) {
     INFO(k);
     CHECK(g_kernels.count(k) == 1);
   }
@@ -67,6 +76,23 @@ TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moo
     CHECK(g_regions.count(r) == 1);
   }
   CHECK(g_regions.count("moonep::cuda::plan") == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever the number of ranks", "[portable]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  record_one_step<TestType>(2);
+  const int at2 = g_launches;
+  const std::set<std::string> kernels2 = g_kernels;
+  record_one_step<TestType>(8);
+  CHECK(g_launches == at2);
+  CHECK(g_kernels == kernels2);
+  // One launch per kernel name: no kernel runs once per rank.
+  CHECK(static_cast<std::size_t>(g_launches) == g_kernels.size());
+  for (const auto& k : g_kernels) {
+    INFO(k);
+    CHECK(starts_with(k, "moonep::portable::"));  // nothing put into an in-process world
+  }
 }
 
 #if MOONEP_HAVE_CUDA_SPECIALIZATION

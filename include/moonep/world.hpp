@@ -17,13 +17,17 @@
 //    Two puts into the same destination values between two barriers are a
 //    caller bug.
 //  * local_chunk(r) of a local rank is ordinary memory of MemorySpace: the
-//    rank reads and writes it directly; writes a rank makes to its own chunk
-//    before a barrier() are visible to puts/reads of other ranks after it.
+//    process reads and writes it directly (for any of its local ranks);
+//    writes made to it before a barrier() are visible to puts/reads of
+//    other ranks after it. Between two barriers, no value of a chunk is
+//    written twice, whether by stores or puts.
 //  * directly_addressable() worlds (one process, or an MPI shared-memory
 //    window) also hand out chunk(r) of any rank, so readers may skip a
-//    broadcast and read rank 0's tables in place (the fast path). Worlds
-//    without shared memory (MPI across nodes, with MPI_Put) return false
-//    and the planner moves everything through put_runs().
+//    broadcast and read rank 0's tables in place (the fast path), and the
+//    portable planner stores what one local rank sends another in place
+//    instead of putting it. Worlds without shared memory (MPI across
+//    nodes, with MPI_Put) return false and the planner moves everything
+//    through put_runs().
 //  * all_ok(local_ok) returns true only if every process passed true. A
 //    planner calls it after validating its input and before touching the
 //    buffer, so that one rank's bad input makes every rank throw and no
@@ -126,8 +130,10 @@ class WorldClaim {
 }  // namespace impl
 
 // R virtual ranks in one process over ONE Kokkos view (chunks back to back).
-// Phases visit the local ranks one after the other, so no rank ever waits on
-// another inside a kernel; barrier() only has to finish pending work.
+// The planner runs every rank's part of a phase in the same kernels and
+// never makes one rank wait for another inside a kernel, so barrier() only
+// has to finish pending work. All ranks are local and the world is
+// directly addressable: the portable planner puts nothing into it.
 template <class MemorySpace>
 class InProcessWorld final : public World<MemorySpace> {
  public:

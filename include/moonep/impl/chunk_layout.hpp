@@ -1,6 +1,11 @@
 // moonep/impl/chunk_layout.hpp — where the portable planner keeps what it
 // exchanges inside each rank's chunk of the symmetric buffer. Every chunk
 // has the same layout; offsets count int32 values.
+//
+// How a value reaches another rank's region (moonep/world.hpp): stored in
+// place when the destination is a local rank of a directly addressable
+// (DA) world, else through put_runs; the shared tables are not copied at
+// all in a DA world (every rank reads them in rank 0's chunk).
 #pragma once
 
 #include <cstdint>
@@ -17,23 +22,23 @@ struct ChunkLayout {
   // quota (one per receiver, R in all) or an expert (E in all).
   std::int64_t pair_capacity = 1;
 
-  // [R][E] every rank's tokens-per-expert (Phase A; read on rank 0 only).
+  // [R][E] tokens per expert, row r = rank r's (Phase A; read on rank 0).
   std::int64_t tpe_in = 0;
-  // Tables rank 0 broadcasts to every rank (or that ranks read in place when
-  // the world is directly addressable):
+  // Tables rank 0 computes (Phase B) in its own chunk for every rank; DA
+  // worlds read them there in place, other worlds get a copy put into the
+  // same offsets of each rank's chunk:
   //   expert_ptr [E+1]             pairs of expert e are [ptr[e], ptr[e+1])
   //   experts_to_copy [R][B]       step 4
   //   pairs [pair_capacity][3]     (dest rank d, acum[e][d], d*NvS + expert_offset[d][e] - acum[e][d-1])
-  // Only the first 3*ptr[E] pair values are sent.
   std::int64_t shared = 0;
   std::int64_t sh_ptr = 0, sh_etc = 0, sh_pairs = 0, shared_len = 0;
-  // Tables rank 0 sends to each rank r alone:
+  // Tables rank 0 computes for each rank r alone, in r's chunk:
   //   cum_excl [E] (cum[r-1][e]), cu_seqlens [E+B], zero_fill [E+B][2], remote_stats [2]
   std::int64_t own = 0;
   std::int64_t ow_cum = 0, ow_cu = 0, ow_zfr = 0, ow_rs = 0, own_len = 0;
   // [NvS][3] per receive slot: (src_info, dup link, dup index), written by
-  // the source ranks in Phase C2. dup link: -1 none, -2-n primary of a token
-  // with n duplicates here, else the primary's slot (this slot is a
+  // the source ranks in Phase C2. dup link: -1 none, -2-n primary of a
+  // token with n duplicates here, else the primary's slot (this slot is a
   // duplicate, number `dup index` in increasing k).
   std::int64_t slots = 0;
   std::int64_t total = 0;

@@ -1,18 +1,38 @@
-// moonep/impl/phase_b.hpp — Phase B, run by rank 0: PLANNING.md steps 1-5
-// for all ranks, as Kokkos policies, and the tables every rank needs.
+// moonep/impl/phase_b.hpp — Phase B, run by rank 0's process: PLANNING.md
+// steps 1-5 for all ranks in four kernels, and the tables every rank needs.
 //
-// Input: every rank's tokens-per-expert in rank 0's chunk (Phase A).
-// Output (rank 0's chunk, shared region): expert_ptr, experts_to_copy and
-// the (expert, destination) pairs with their acum and dst base; and, in
-// rank 0's private `own_stage[d]`, the per-rank tables of every rank d,
-// which broadcast() then sends out.
+// Input: every rank's tokens-per-expert in rank 0's chunk (tpe_in, Phase A).
+// Output: in rank 0's chunk, the shared tables (expert_ptr, experts_to_copy
+// and the (expert, destination) pairs with their acum and dst base); for
+// every rank d, its per-rank tables (cum_excl, cu_seqlens, zero_fill,
+// remote_stats), written where RootScratch::tables[d] points: in place into
+// d's chunk when the world lets this process store there, else into the
+// private `own_stage` row that broadcast() puts to d.
 //
-// Steps 2-4 are sequences of arg-max/arg-min picks; each pick is a team
-// reduction with our own reducers (moonep/impl/reducers.hpp) because the
-// tie-breaks are part of the spec.
+// Kernels (the launches of the phase, whatever R):
+//   phaseB_totals_and_moves  one team: step 1 (cum, totals, loads) and the
+//                            rank-level moves of step 2;
+//   phaseB_expert_split      one team per owner h: step 3;
+//   phaseB_layout            one team per destination d: step 4 (copy
+//                            selection) and step 5 (the layout);
+//   phaseB_pairs             one team: expert_ptr and the pairs table.
+// Steps 2 and 3 are sequences of arg-max/arg-min picks (each a team
+// reduction with our reducers, moonep/impl/reducers.hpp, since the
+// tie-breaks are part of the spec). Step 4 needs no sequence: picking the
+// largest remaining count B times, ties to the largest expert id, takes the
+// candidates in the order (count desc, id desc), so each candidate's slot
+// is its rank in that order (counted in parallel) when below B and its
+// count is positive.
+//
+// What must stay true: the pairs of one expert are in increasing
+// destination order (C2's binary search and the runs rely on it); no kernel
+// writes past pair_capacity (the count is checked on the host after the
+// step, an internal error if exceeded).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/portable_types.hpp"
@@ -24,110 +44,113 @@ namespace moonep::impl::portable {
 template <class Exec>
 struct RootScratch {
   using T = Types<Exec>;
-  typename T::ivec total;      // [E] step 1
-  Kokkos::View<std::int64_t*, typename T::mem> load;  // [R]
-  typename T::ivec donor_of;   // [R] step 2: the one rank a receiver takes from, or -1
-  typename T::ivec inflow;     // [R] step 2: how much it takes
-  typename T::imat alloc;      // [E][R] step 3, expert major (acum runs along a row)
+  typename T::ivec total;          // [E] step 1
+  typename T::ivec donor_of;       // [R] step 2: the one rank a receiver takes from, or -1
+  typename T::ivec inflow;         // [R] step 2: how much it takes
+  typename T::imat alloc;          // [E][R] step 3, expert major (acum runs along a row)
   typename T::imat expert_offset;  // [R][E] step 5
-  typename T::imat own_stage;  // [R][own_len] per-rank tables before the broadcast
-  Kokkos::View<PutRun*, typename T::mem> runs;  // [2R]
+  typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
+  typename T::refs tables;         // [R] where rank d's per-rank tables are written
+  Kokkos::View<std::int32_t, typename T::mem> npairs;  // pairs found (<= pair_capacity)
+  Kokkos::View<PutRun*, typename T::mem> own_runs;     // puts of own_stage rows, one per such rank
+  Kokkos::View<PutRun*, typename T::mem> shared_runs;  // puts of the shared tables (not DA), ranks 1..R-1
 
   RootScratch() = default;
-  explicit RootScratch(const ChunkLayout& L) {
+  // `direct[d]`: the start of rank d's chunk where this process stores in
+  // place, else null; `da`: the world is directly addressable.
+  RootScratch(const ChunkLayout& L, const std::vector<std::int32_t*>& direct, bool da) {
     const std::string p = "moonep::portable::root.";
     total = typename T::ivec(p + "total", L.E);
-    load = Kokkos::View<std::int64_t*, typename T::mem>(p + "load", L.R);
     donor_of = typename T::ivec(p + "donor_of", L.R);
     inflow = typename T::ivec(p + "inflow", L.R);
     alloc = typename T::imat(p + "alloc", L.E, L.R);
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
-    runs = Kokkos::View<PutRun*, typename T::mem>(p + "runs", 2 * L.R);
+    tables = typename T::refs(p + "tables", L.R);
+    npairs = Kokkos::View<std::int32_t, typename T::mem>(p + "npairs");
+    auto h_tables = Kokkos::create_mirror_view(tables);
+    std::vector<PutRun> own, shared;
+    for (int d = 0; d < L.R; ++d) {
+      if (direct[d]) {
+        h_tables(d).at = direct[d] + L.own;
+      } else {
+        h_tables(d).at = own_stage.data() + static_cast<std::int64_t>(d) * L.own_len;
+        own.push_back(PutRun{d, 0, L.own, static_cast<std::int64_t>(d) * L.own_len, L.own_len});
+      }
+      if (!da && d > 0) shared.push_back(PutRun{d, 0, L.shared, L.shared, L.shared_len});
+    }
+    Kokkos::deep_copy(tables, h_tables);
+    own_runs = to_device(p + "own_runs", own);
+    shared_runs = to_device(p + "shared_runs", shared);
+  }
+
+ private:
+  static Kokkos::View<PutRun*, typename T::mem> to_device(const std::string& label, const std::vector<PutRun>& v) {
+    Kokkos::View<PutRun*, typename T::mem> out(label, v.size());
+    auto h = Kokkos::create_mirror_view(out);
+    for (std::size_t i = 0; i < v.size(); ++i) h(i) = v[i];
+    Kokkos::deep_copy(out, h);
+    return out;
   }
 };
 
-// Team scratch for `n` int64 values; picks level 0 while small.
+// Steps 1-5 on every rank's counts in `chunk0` (rank 0's chunk): the
+// shared tables into chunk0, the per-rank tables through rs.tables, the
+// number of pairs into rs.npairs.
 template <class Exec>
-typename Types<Exec>::team_policy with_i64_scratch(typename Types<Exec>::team_policy policy,
-                                                   std::int64_t n, int* level) {
-  const std::size_t bytes = Types<Exec>::scratch_i64::shmem_size(static_cast<std::size_t>(n));
-  *level = compat::scratch_level_for(bytes);
-  return policy.set_scratch_size(*level, Kokkos::PerTeam(bytes));
-}
-
-// Steps 1-5. `chunk0` is rank 0's chunk. Returns the number of
-// (expert, destination) pairs, i.e. the used part of the pairs table.
-template <class Exec>
-std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                       typename Types<Exec>::ivec chunk0) {
+void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& rs, std::int32_t* chunk0) {
   using T = Types<Exec>;
   using member = typename T::member;
+  using Mem = typename T::mem;
   const int R = L.R, E = L.E, B = L.B, epn = L.epn;
-  const std::int64_t CAP = L.N, NvS = L.NvS, tp = L.tp;
-  const std::int64_t tpe_in = L.tpe_in, ow_cum = L.ow_cum, ow_cu = L.ow_cu, ow_zfr = L.ow_zfr,
-                     ow_rs = L.ow_rs;
-  const std::int64_t sh = L.shared, sh_ptr = L.shared + L.sh_ptr, sh_etc = L.shared + L.sh_etc,
-                     sh_pairs = L.shared + L.sh_pairs;
-  (void)sh;
+  const std::int64_t CAP = L.N, NvS = L.NvS, tp = L.tp, cap = L.pair_capacity;
+  const std::int64_t tpe_in = L.tpe_in, ow_cum = L.ow_cum, ow_cu = L.ow_cu, ow_zfr = L.ow_zfr, ow_rs = L.ow_rs;
+  const std::int64_t sh_ptr = L.shared + L.sh_ptr, sh_etc = L.shared + L.sh_etc, sh_pairs = L.shared + L.sh_pairs;
   const auto total = rs.total;
-  const auto load = rs.load;
   const auto donor_of = rs.donor_of;
   const auto inflow = rs.inflow;
   const auto alloc = rs.alloc;
   const auto expert_offset = rs.expert_offset;
-  const auto own = rs.own_stage;
+  const auto tables = rs.tables;
+  const auto npairs = rs.npairs;
 
-  // Step 1: cum (stored as each rank's exclusive prefix), totals, loads;
-  // alloc starts as "everything on the owner". One team per owner rank.
-  Kokkos::parallel_for(
-      "moonep::portable::phaseB_totals", typename T::team_policy(exec, R, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member& team) {
-        const int g = team.league_rank();
-        std::int64_t owner_load = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, epn),
-            [&](const int j, std::int64_t& acc) {
-              const int e = g * epn + j;
-              std::int32_t run = 0;
-              for (int r = 0; r < R; ++r) {
-                own(r, ow_cum + e) = run;
-                run += chunk0(tpe_in + static_cast<std::int64_t>(r) * E + e);
-              }
-              total(e) = run;
-              for (int d = 0; d < R; ++d) alloc(e, d) = d == g ? run : 0;
-              acc += run;
-            },
-            owner_load);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          load(g) = owner_load;
-          own(g, ow_rs + 1) = 0;  // copies made of g's experts, counted in step 4
-        });
-      });
-
-  // Step 2: rank-level moves, one team walking the balances.
+  // Step 1: cum (each rank's exclusive prefix over ranks), totals; alloc
+  // starts as "everything on the owner"; then the loads, and step 2 on the
+  // balances, all in one team.
   {
     int level = 0;
-    auto policy = with_i64_scratch<Exec>(typename T::team_policy(exec, 1, Kokkos::AUTO), R, &level);
+    auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, 1, Kokkos::AUTO), R, &level);
     Kokkos::parallel_for(
-        "moonep::portable::phaseB_rank_moves", policy, KOKKOS_LAMBDA(const member& team) {
+        "moonep::portable::phaseB_totals_and_moves", policy, KOKKOS_LAMBDA(const member& team) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
+            std::int32_t run = 0;
+            for (int r = 0; r < R; ++r) {
+              tables(r).at[ow_cum + e] = run;
+              run += chunk0[tpe_in + static_cast<std::int64_t>(r) * E + e];
+            }
+            total(e) = run;
+            const int g = e / epn;
+            for (int d = 0; d < R; ++d) alloc(e, d) = d == g ? run : 0;
+          });
+          team.team_barrier();
           typename T::scratch_i64 balance(team.team_scratch(level), R);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R), [&](const int r) {
-            balance(r) = load(r) - CAP;
-            donor_of(r) = -1;
-            inflow(r) = 0;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R), [&](const int g) {
+            std::int64_t load = 0;
+            for (int j = 0; j < epn; ++j) load += total(g * epn + j);
+            balance(g) = load - CAP;
+            donor_of(g) = -1;
+            inflow(g) = 0;
+            tables(g).at[ow_rs + 1] = 0;  // copies made of g's experts, counted in step 4
           });
           team.team_barrier();
           for (;;) {
             ValueIndex hi, lo;
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(team, R),
-                [&](const int r, ValueIndex& v) { MaxLowest<typename T::mem>::consider(v, balance(r), r); },
-                MaxLowest<typename T::mem>(hi));
+                [&](const int r, ValueIndex& v) { MaxLowest<Mem>::consider(v, balance(r), r); }, MaxLowest<Mem>(hi));
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(team, R),
-                [&](const int r, ValueIndex& v) { MinLowest<typename T::mem>::consider(v, balance(r), r); },
-                MinLowest<typename T::mem>(lo));
+                [&](const int r, ValueIndex& v) { MinLowest<Mem>::consider(v, balance(r), r); }, MinLowest<Mem>(lo));
             if (hi.value <= 0 || lo.value >= 0) break;
             team.team_barrier();
             Kokkos::single(Kokkos::PerTeam(team), [&]() {
@@ -145,8 +168,8 @@ std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch
   // Step 3: expert-level split, one team per owner h.
   {
     int level = 0;
-    auto policy = with_i64_scratch<Exec>(typename T::team_policy(exec, R, Kokkos::AUTO),
-                                         static_cast<std::int64_t>(R) + epn, &level);
+    auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, R, Kokkos::AUTO),
+                                                        static_cast<std::int64_t>(R) + epn, &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseB_expert_split", policy, KOKKOS_LAMBDA(const member& team) {
           const int h = team.league_rank();
@@ -162,13 +185,12 @@ std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch
             ValueIndex q, m;
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(team, R),
-                [&](const int r, ValueIndex& v) { MaxLowest<typename T::mem>::consider(v, quota(r), r); },
-                MaxLowest<typename T::mem>(q));
+                [&](const int r, ValueIndex& v) { MaxLowest<Mem>::consider(v, quota(r), r); }, MaxLowest<Mem>(q));
             if (q.value <= 0) break;
             Kokkos::parallel_reduce(
                 Kokkos::TeamThreadRange(team, epn),
-                [&](const int j, ValueIndex& v) { MaxLowest<typename T::mem>::consider(v, remaining(j), j); },
-                MaxLowest<typename T::mem>(m));
+                [&](const int j, ValueIndex& v) { MaxLowest<Mem>::consider(v, remaining(j), j); },
+                MaxLowest<Mem>(m));
             if (m.value <= 0) break;
             team.team_barrier();
             Kokkos::single(Kokkos::PerTeam(team), [&]() {
@@ -184,71 +206,58 @@ std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch
         });
   }
 
-  // Step 4: copy selection, one team per destination d. Only experts of
-  // d's single donor can have remote entries on d, so the candidates are
-  // that donor's epn experts (local index j <-> expert donor*epn + j keeps
-  // "ties to the largest expert id").
+  // Steps 4 and 5, one team per destination d. Only experts of d's single
+  // donor can have remote entries on d, so the copy candidates are that
+  // donor's epn experts with a positive count on d (local index j <->
+  // expert donor*epn + j, so "ties to the largest expert id" is "to the
+  // largest j"). Scratch: the candidates' j, then a picked flag per j.
   {
     int level = 0;
-    auto policy = with_i64_scratch<Exec>(typename T::team_policy(exec, R, Kokkos::AUTO), epn, &level);
-    Kokkos::parallel_for(
-        "moonep::portable::phaseB_copy_selection", policy, KOKKOS_LAMBDA(const member& team) {
-          const int d = team.league_rank();
-          const int donor = donor_of(d);
-          typename T::scratch_i64 remote(team.team_scratch(level), epn);
-          int filled = 0;
-          if (donor >= 0) {
-            std::int32_t with_tokens = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::TeamThreadRange(team, epn),
-                [&](const int j, std::int32_t& acc) {
-                  remote(j) = alloc(donor * epn + j, d);
-                  if (remote(j) > 0) ++acc;
-                },
-                with_tokens);
-            Kokkos::single(Kokkos::PerTeam(team), [&]() { own(d, ow_rs) = with_tokens; });
-            team.team_barrier();
-            for (; filled < B; ++filled) {
-              ValueIndex best;
-              Kokkos::parallel_reduce(
-                  Kokkos::TeamThreadRange(team, epn),
-                  [&](const int j, ValueIndex& v) { MaxHighest<typename T::mem>::consider(v, remote(j), j); },
-                  MaxHighest<typename T::mem>(best));
-              if (best.value <= 0) break;
-              team.team_barrier();
-              Kokkos::single(Kokkos::PerTeam(team), [&]() {
-                chunk0(sh_etc + static_cast<std::int64_t>(d) * B + filled) = donor * epn + best.index;
-                remote(best.index) = 0;
-                Kokkos::atomic_add(&own(donor, ow_rs + 1), 1);
-              });
-              team.team_barrier();
-            }
-          } else {
-            Kokkos::single(Kokkos::PerTeam(team), [&]() { own(d, ow_rs) = 0; });
-          }
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, filled, B), [&](const int b) {
-            chunk0(sh_etc + static_cast<std::int64_t>(d) * B + b) = -1;
-          });
-        });
-  }
-
-  // Step 5: layout of every rank's receive buffer, a team scan over the
-  // E + B groups of destination d.
-  {
-    int level = 0;
-    auto policy = with_i64_scratch<Exec>(typename T::team_policy(exec, R, Kokkos::AUTO), epn, &level);
+    auto policy = with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, R, Kokkos::AUTO),
+                                                        2 * static_cast<std::int64_t>(epn), &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseB_layout", policy, KOKKOS_LAMBDA(const member& team) {
           const int d = team.league_rank();
           const int donor = donor_of(d);
-          typename T::scratch_i64 picked(team.team_scratch(level), epn);
+          typename T::scratch_i32 all(team.team_scratch(level), 2 * epn);
+          auto candidate = Kokkos::subview(all, Kokkos::make_pair(0, epn));
+          auto picked = Kokkos::subview(all, Kokkos::make_pair(epn, 2 * epn));
+          std::int32_t* etc = chunk0 + sh_etc + static_cast<std::int64_t>(d) * B;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) { picked(j) = 0; });
+          std::int32_t ncand = 0;
+          if (donor >= 0) {
+            const int first = donor * epn;
+            Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, epn),
+                                  [&](const int j, std::int32_t& run, const bool final) {
+                                    const bool positive = alloc(first + j, d) > 0;
+                                    if (final && positive) candidate(run) = j;
+                                    run += positive ? 1 : 0;
+                                  });
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(team, epn),
+                [&](const int j, std::int32_t& acc) { acc += alloc(first + j, d) > 0 ? 1 : 0; }, ncand);
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ncand), [&](const int q) {
+              const int j = candidate(q);
+              const std::int32_t c = alloc(first + j, d);
+              int order = 0;  // candidates before j in (count desc, id desc)
+              for (int q2 = 0; q2 < ncand; ++q2) {
+                const int j2 = candidate(q2);
+                const std::int32_t c2 = alloc(first + j2, d);
+                order += (c2 > c || (c2 == c && j2 > j)) ? 1 : 0;
+              }
+              if (order < B) {
+                etc[order] = first + j;
+                picked(j) = 1;
+                Kokkos::atomic_add(&tables(donor).at[ow_rs + 1], 1);
+              }
+            });
+          }
+          const int filled = ncand < B ? ncand : B;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, filled, B), [&](const int b) { etc[b] = -1; });
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { tables(d).at[ow_rs] = ncand; });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, B), [&](const int b) {
-            const std::int32_t e = chunk0(sh_etc + static_cast<std::int64_t>(d) * B + b);
-            if (e >= 0) picked(e - donor * epn) = 1;  // picked experts are the donor's
-          });
-          team.team_barrier();
+          std::int32_t* own = tables(d).at;
           Kokkos::parallel_scan(
               Kokkos::TeamThreadRange(team, E + B), [&](const int g, std::int64_t& start, const bool final) {
                 std::int32_t expert = -1;
@@ -256,15 +265,15 @@ std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch
                   const bool is_picked = donor >= 0 && g / epn == donor && picked(g - donor * epn) != 0;
                   expert = is_picked ? -1 : g;
                 } else {
-                  expert = chunk0(sh_etc + static_cast<std::int64_t>(d) * B + (g - E));
+                  expert = etc[g - E];
                 }
                 const std::int64_t count = expert >= 0 ? alloc(expert, d) : 0;
                 const std::int64_t padded = padded_size(count, tp);
                 if (final) {
-                  own(d, ow_cu + g) = static_cast<std::int32_t>(start + padded);
+                  own[ow_cu + g] = static_cast<std::int32_t>(start + padded);
                   const bool pad = count > 0 && padded > count;
-                  own(d, ow_zfr + 2 * g) = pad ? static_cast<std::int32_t>(start + count) : 0;
-                  own(d, ow_zfr + 2 * g + 1) = pad ? static_cast<std::int32_t>(padded - count) : 0;
+                  own[ow_zfr + 2 * g] = pad ? static_cast<std::int32_t>(start + count) : 0;
+                  own[ow_zfr + 2 * g + 1] = pad ? static_cast<std::int32_t>(padded - count) : 0;
                   if (expert >= 0) expert_offset(d, expert) = static_cast<std::int32_t>(start);
                 }
                 start += padded;
@@ -272,60 +281,53 @@ std::int64_t plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch
         });
   }
 
-  // The (expert, destination) pairs: count, scan into expert_ptr, fill.
-  std::int32_t npairs = 0;
-  Kokkos::parallel_scan(
-      "moonep::portable::phaseB_pairs_count", typename T::range(exec, 0, E),
-      KOKKOS_LAMBDA(const int e, std::int32_t& run, const bool final) {
-        std::int32_t c = 0;
-        for (int d = 0; d < R; ++d) c += alloc(e, d) > 0 ? 1 : 0;
-        if (final) {
-          chunk0(sh_ptr + e) = run;
-          if (e == E - 1) chunk0(sh_ptr + E) = run + c;
-        }
-        run += c;
-      },
-      npairs);
+  // The (expert, destination) pairs: a team scan of the counts into
+  // expert_ptr, then each expert's pairs in destination order.
   Kokkos::parallel_for(
-      "moonep::portable::phaseB_pairs_fill", typename T::range(exec, 0, E), KOKKOS_LAMBDA(const int e) {
-        std::int64_t p = chunk0(sh_ptr + e);
-        std::int64_t acum = 0;
-        for (int d = 0; d < R; ++d) {
-          const std::int32_t a = alloc(e, d);
-          if (a <= 0) continue;
-          const std::int64_t before = acum;
-          acum += a;
-          chunk0(sh_pairs + 3 * p) = d;
-          chunk0(sh_pairs + 3 * p + 1) = static_cast<std::int32_t>(acum);
-          chunk0(sh_pairs + 3 * p + 2) = static_cast<std::int32_t>(d * NvS + expert_offset(d, e) - before);
-          ++p;
-        }
+      "moonep::portable::phaseB_pairs", typename T::team_policy(exec, 1, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const member& team) {
+        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+          std::int32_t c = 0;
+          for (int d = 0; d < R; ++d) c += alloc(e, d) > 0 ? 1 : 0;
+          if (final) {
+            chunk0[sh_ptr + e] = run;
+            if (e == E - 1) {
+              chunk0[sh_ptr + E] = run + c;
+              npairs() = run + c;
+            }
+          }
+          run += c;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
+          std::int64_t p = chunk0[sh_ptr + e];
+          std::int64_t acum = 0;
+          for (int d = 0; d < R && p < cap; ++d) {
+            const std::int32_t a = alloc(e, d);
+            if (a <= 0) continue;
+            const std::int64_t before = acum;
+            acum += a;
+            chunk0[sh_pairs + 3 * p] = d;
+            chunk0[sh_pairs + 3 * p + 1] = static_cast<std::int32_t>(acum);
+            chunk0[sh_pairs + 3 * p + 2] = static_cast<std::int32_t>(d * NvS + expert_offset(d, e) - before);
+            ++p;
+          }
+        });
       });
-  return npairs;
 }
 
-// Sends each rank its own tables and, unless the world is directly
-// addressable (ranks then read rank 0's shared tables in place), the shared
-// tables. Completes at the caller's next world.barrier().
+// The puts of Phase B, for worlds that need them (nothing in a DA world
+// whose ranks are all local): each rank's own tables not written in place,
+// and, unless the world is DA (ranks then read rank 0's shared tables in
+// place), the shared tables to ranks 1..R-1. The caller has fenced the
+// execution space; complete at the next world.barrier().
 template <class Exec>
-void broadcast(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& rs,
-               World<typename Types<Exec>::mem>& world, std::int64_t npairs) {
-  using T = Types<Exec>;
-  const auto runs = rs.runs;
-  const int R = L.R;
-  const std::int64_t own_len = L.own_len, own_at = L.own, shared_at = L.shared;
-  const std::int64_t shared_used = L.sh_pairs + 3 * npairs;
-  Kokkos::parallel_for(
-      "moonep::portable::phaseB_broadcast_runs", typename T::range(exec, 0, R), KOKKOS_LAMBDA(const int d) {
-        runs(d) = PutRun{d, 0, own_at, d * own_len, own_len};
-        runs(R + d) = PutRun{d, 0, shared_at, shared_at, shared_used};
-      });
-  const typename World<typename T::mem>::source_view own_src(rs.own_stage.data(), rs.own_stage.size());
-  world.put_runs(0, own_src, Kokkos::subview(runs, Kokkos::make_pair(0, R)));
-  if (!world.directly_addressable() && R > 1) {
-    // Rank 0 already holds the shared tables: send to ranks 1..R-1.
-    world.put_runs(0, world.local_chunk(0), Kokkos::subview(runs, Kokkos::make_pair(R + 1, 2 * R)));
+void broadcast(const RootScratch<Exec>& rs, World<typename Types<Exec>::mem>& world) {
+  if (rs.own_runs.extent(0) > 0) {
+    const typename World<typename Types<Exec>::mem>::source_view own_src(rs.own_stage.data(), rs.own_stage.size());
+    world.put_runs(0, own_src, rs.own_runs);
   }
+  if (rs.shared_runs.extent(0) > 0) world.put_runs(0, world.local_chunk(0), rs.shared_runs);
 }
 
 }  // namespace moonep::impl::portable

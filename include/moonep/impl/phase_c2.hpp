@@ -1,16 +1,30 @@
-// moonep/impl/phase_c2.hpp — Phase C2 on each source rank: every entry's
-// destination (binary search over the expert's acum), the dedup of step 7,
-// and the publication of each slot's (src_info, dup link, dup index) into
-// the destination rank's chunk.
+// moonep/impl/phase_c2.hpp — Phase C2 on every local source rank at once:
+// each entry's destination (binary search over its expert's acum), the
+// dedup of step 7, and each slot's (src_info, dup link, dup index) for the
+// destination rank's chunk.
+//
+// Kernels:
+//   phaseC2_destinations_dedup  one thread per token of every local rank:
+//                               dst (final, step-7 encoded), and the slot
+//                               triple, stored in place into the
+//                               destination's slots when this process may
+//                               (LocalRanks::direct_chunk), else into the
+//                               rank's staging array in sorted order;
+//   phaseC2_runs                (only when some destination is not stored
+//                               into in place) the put runs of the staging.
 //
 // Entries of one (expert, destination) pair are consecutive in the sorted
 // order and land on consecutive slots of the destination, so the staging
-// array is kept in sorted order and published as one contiguous run per
-// pair: at most pair_capacity runs per rank, whatever S is (cheap for a
-// world that moves data with MPI_Put).
+// of a source publishes as one contiguous run per pair. Run p of source l
+// is the part of pair p (the shared pairs table's index) that l holds:
+// empty when l has none of it or its destination is stored in place. The
+// runs array therefore has a fixed size (pair_capacity per source), needs
+// no count read back, and a put carries at most pair_capacity runs whatever
+// S is (cheap for a world that moves data with MPI_Put).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/phase_input.hpp"
@@ -19,77 +33,65 @@
 
 namespace moonep::impl::portable {
 
-// Calls f(d, base, g_begin, g_end) for each (e, d) pair that overlaps this
-// rank's global range [c0, c0 + counts[e]) of e-entries, in pair order.
-template <class Exec>
-struct OverlapWalker {
-  typename Types<Exec>::ivec shared, own, counts;
-  std::int64_t sh_ptr, sh_pairs, ow_cum;
-
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void operator()(const int e, F&& f) const {
-    const std::int64_t c0 = own(ow_cum + e), c1 = c0 + counts(e);
-    std::int64_t acum_before = 0;
-    for (std::int64_t p = shared(sh_ptr + e); p < shared(sh_ptr + e + 1); ++p) {
-      const std::int64_t acum = shared(sh_pairs + 3 * p + 1);
-      const std::int64_t b = c0 > acum_before ? c0 : acum_before;
-      const std::int64_t x = c1 < acum ? c1 : acum;
-      if (b < x) f(shared(sh_pairs + 3 * p), shared(sh_pairs + 3 * p + 2), b, x);
-      if (acum >= c1) break;
-      acum_before = acum;
-    }
-  }
-};
-
 template <class Exec>
 struct PublishScratch {
   using T = Types<Exec>;
-  typename T::ivec staging;                     // [N][3] in sorted order
-  Kokkos::View<PutRun*, typename T::mem> runs;  // [pair_capacity]
-  typename T::ivec run_start;                   // [E]
+  typename T::ivec staging;                     // [L][N][3] in sorted order
+  Kokkos::View<PutRun*, typename T::mem> runs;  // [L][pair_capacity]
 
   PublishScratch() = default;
-  PublishScratch(const ChunkLayout& L, const std::string& tag) {
-    staging = compat::uninitialized_view<typename T::ivec>(tag + "staging", static_cast<std::size_t>(3 * L.N));
-    runs = Kokkos::View<PutRun*, typename T::mem>(tag + "runs", static_cast<std::size_t>(L.pair_capacity));
-    run_start = typename T::ivec(tag + "run_start", L.E);
+  PublishScratch(const ChunkLayout& CL, int L, bool needs_puts) {
+    if (!needs_puts) return;  // every destination is stored into in place
+    const std::string p = "moonep::portable::publish.";
+    staging = compat::uninitialized_view<typename T::ivec>(p + "staging", static_cast<std::size_t>(3 * L * CL.N));
+    runs = Kokkos::View<PutRun*, typename T::mem>(p + "runs", static_cast<std::size_t>(L * CL.pair_capacity));
   }
 };
 
-// `shared` holds the shared tables (rank 0's chunk, or this rank's copy),
-// `own` this rank's chunk. Writes dst (final, step-7 encoded) and staging.
+// Writes dst of every local rank (dst_all, [L][N]) and every entry's slot
+// triple (in place or into staging).
 template <class Exec>
-void destinations_and_dedup(const Exec& exec, const ChunkLayout& L, int rank, const InputScratch<Exec>& in,
-                            const PublishScratch<Exec>& ps, typename Types<Exec>::civec topk,
-                            typename Types<Exec>::ivec shared, typename Types<Exec>::ivec own,
-                            typename Types<Exec>::ivec dst) {
+void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& in,
+                            const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
+                            typename Types<Exec>::ivec dst_all) {
   using T = Types<Exec>;
-  const int K = L.K;
-  const std::int64_t NvS = L.NvS, src_base = static_cast<std::int64_t>(rank) * L.NvS;
-  const std::int64_t sh_ptr = L.shared + L.sh_ptr, sh_pairs = L.shared + L.sh_pairs;
-  const std::int64_t ow_cum = L.own + L.ow_cum;
+  const int K = CL.K, E = CL.E, S = CL.S;
+  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
+  const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
+  const std::int64_t ow_cum = CL.own + CL.ow_cum;
   const auto pos = in.pos;
   const auto estart = in.estart;
   const auto staging = ps.staging;
+  const auto routing = lr.routing;
+  const auto chunk = lr.chunk;
+  const auto shared_tables = lr.shared_tables;
+  const auto direct = lr.direct_chunk;
+  const auto rank = lr.rank;
+  const IndexSplit split(S);
   Kokkos::parallel_for(
-      "moonep::portable::phaseC2_destinations_dedup", typename T::range(exec, 0, L.S),
-      KOKKOS_LAMBDA(const int s) {
+      "moonep::portable::phaseC2_destinations_dedup",
+      typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * S), KOKKOS_LAMBDA(const std::int64_t ls) {
+        const std::int64_t l = split.quotient(ls), s = ls - l * S;
+        const std::int32_t* topk = routing(l).at;
+        const std::int32_t* shared = shared_tables(l).at;
+        const std::int32_t* cum = chunk(l).at + ow_cum;
+        const std::int64_t src_base = static_cast<std::int64_t>(rank(l)) * NvS;
         std::int32_t raw[32];
         std::int32_t rank_of[32];
-        const std::int64_t first = static_cast<std::int64_t>(s) * K;
+        const std::int64_t first = s * K;
         for (int k = 0; k < K; ++k) {
           const std::int64_t i = first + k;
-          const std::int32_t e = topk(i);
-          const std::int32_t j = pos(i);
-          const std::int64_t G = own(ow_cum + e) + (j - estart(e));
+          const std::int32_t e = topk[i];
+          const std::int32_t j = pos(l * N + i);
+          const std::int64_t G = cum[e] + (j - estart(l * E + e));
           // First pair of e whose acum exceeds G.
-          std::int64_t lo = shared(sh_ptr + e), hi = shared(sh_ptr + e + 1) - 1;
+          std::int64_t lo = shared[sh_ptr + e], hi = shared[sh_ptr + e + 1] - 1;
           while (lo < hi) {
             const std::int64_t mid = (lo + hi) / 2;
-            if (shared(sh_pairs + 3 * mid + 1) > G) hi = mid; else lo = mid + 1;
+            if (shared[sh_pairs + 3 * mid + 1] > G) hi = mid; else lo = mid + 1;
           }
-          rank_of[k] = shared(sh_pairs + 3 * lo);
-          raw[k] = static_cast<std::int32_t>(shared(sh_pairs + 3 * lo + 2) + G);
+          rank_of[k] = shared[sh_pairs + 3 * lo];
+          raw[k] = static_cast<std::int32_t>(shared[sh_pairs + 3 * lo + 2] + G);
         }
         // Step 7/8 within the token in O(K): per destination rank, its
         // first k (the primary) and how many later entries share it. R is
@@ -114,62 +116,69 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& L, int rank, co
           const int primary = first_k[d];
           std::int32_t link = -1, index = 0;
           if (primary < k) {
-            dst(i) = -raw[k] - 1;
+            dst_all(l * N + i) = -raw[k] - 1;
             link = static_cast<std::int32_t>(raw[primary] - d * NvS);
             index = index_of[k];
           } else {
-            dst(i) = raw[k];
+            dst_all(l * N + i) = raw[k];
             if (later[d] > 0) link = -2 - later[d];
           }
-          const std::int64_t j3 = 3 * static_cast<std::int64_t>(pos(i));
-          staging(j3) = static_cast<std::int32_t>(src_base + i);
-          staging(j3 + 1) = link;
-          staging(j3 + 2) = index;
+          std::int32_t* to = direct(d).at;
+          to = to ? to + slots_at + 3 * (raw[k] - d * NvS) : staging.data() + 3 * (l * N + pos(l * N + i));
+          to[0] = static_cast<std::int32_t>(src_base + i);
+          to[1] = link;
+          to[2] = index;
         }
       });
 }
 
-// One run per (expert, destination) pair this rank has entries for.
-// Returns how many (the runs are ps.runs[0, n)).
+// Runs of every local source: run (l, p) is the part of pair p that source
+// l holds, if its destination is not stored into in place (else empty).
 template <class Exec>
-std::int64_t publication_runs(const Exec& exec, const ChunkLayout& L, const InputScratch<Exec>& in,
-                              const PublishScratch<Exec>& ps, typename Types<Exec>::ivec shared,
-                              typename Types<Exec>::ivec own) {
+void publication_runs(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& in,
+                      const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr) {
   using T = Types<Exec>;
-  const std::int64_t NvS = L.NvS, slots_at = L.slots, cap = L.pair_capacity;
-  const std::int64_t sh_ptr = L.shared + L.sh_ptr, sh_pairs = L.shared + L.sh_pairs;
-  const std::int64_t ow_cum = L.own + L.ow_cum;
+  const int E = CL.E;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, cap = CL.pair_capacity;
+  const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
+  const std::int64_t ow_cum = CL.own + CL.ow_cum;
   const auto counts = in.counts;
   const auto estart = in.estart;
   const auto runs = ps.runs;
-  const auto run_start = ps.run_start;
-  const OverlapWalker<Exec> for_each_overlap{shared, own, counts, sh_ptr, sh_pairs, ow_cum};
-  std::int32_t nruns = 0;
-  Kokkos::parallel_scan(
-      "moonep::portable::phaseC2_count_runs", typename T::range(exec, 0, L.E),
-      KOKKOS_LAMBDA(const int e, std::int32_t& run, const bool final) {
-        std::int32_t c = 0;
-        if (counts(e) > 0) for_each_overlap(e, [&](std::int64_t, std::int64_t, std::int64_t, std::int64_t) { ++c; });
-        if (final) run_start(e) = run;
-        run += c;
-      },
-      nruns);
-  if (nruns > cap) {
-    throw RuntimeError("moonep portable planner: " + std::to_string(nruns) +
-                       " publication runs exceed the bound " + std::to_string(cap) + " (internal error)");
-  }
+  const auto chunk = lr.chunk;
+  const auto shared_tables = lr.shared_tables;
+  const auto direct = lr.direct_chunk;
+  const IndexSplit split(E);
   Kokkos::parallel_for(
-      "moonep::portable::phaseC2_fill_runs", typename T::range(exec, 0, L.E), KOKKOS_LAMBDA(const int e) {
-        if (counts(e) == 0) return;
-        std::int64_t r = run_start(e);
-        const std::int64_t c0 = own(ow_cum + e);
-        for_each_overlap(e, [&](std::int64_t d, std::int64_t base, std::int64_t b, std::int64_t x) {
-          const std::int64_t loff = base + b - d * NvS;
-          const std::int64_t j = estart(e) + (b - c0);
-          runs(r++) = PutRun{static_cast<std::int32_t>(d), 0, slots_at + 3 * loff, 3 * j, 3 * (x - b)};
-        });
+      "moonep::portable::phaseC2_runs", typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * E),
+      KOKKOS_LAMBDA(const std::int64_t le) {
+        const std::int64_t l = split.quotient(le);
+        const int e = static_cast<int>(le - l * E);
+        const std::int32_t* shared = shared_tables(l).at;
+        PutRun* out = runs.data() + l * cap;
+        // This source's global range of e-entries, and their start in its
+        // staging (rank l's part, [N][3], is the source of its put).
+        const std::int64_t c0 = chunk(l).at[ow_cum + e], c1 = c0 + counts(le);
+        const std::int64_t j0 = estart(le);
+        std::int64_t acum_before = 0;
+        const std::int64_t p_end = shared[sh_ptr + e + 1] < cap ? shared[sh_ptr + e + 1] : cap;
+        for (std::int64_t p = shared[sh_ptr + e]; p < p_end; ++p) {
+          const std::int32_t d = shared[sh_pairs + 3 * p];
+          const std::int64_t acum = shared[sh_pairs + 3 * p + 1];
+          const std::int64_t b = c0 > acum_before ? c0 : acum_before;
+          const std::int64_t x = c1 < acum ? c1 : acum;
+          PutRun run{0, 0, 0, 0, 0};
+          if (b < x && !direct(d).at) {
+            const std::int64_t loff = shared[sh_pairs + 3 * p + 2] + b - d * NvS;
+            run = PutRun{d, 0, slots_at + 3 * loff, 3 * (j0 + b - c0), 3 * (x - b)};
+          }
+          out[p] = run;
+          acum_before = acum;
+        }
+        if (e == E - 1) {
+          for (std::int64_t p = p_end; p < cap; ++p) out[p] = PutRun{0, 0, 0, 0, 0};
+        }
       });
-  return nruns;
 }
 
 }  // namespace moonep::impl::portable

@@ -1,78 +1,245 @@
-// moonep/impl/phase_d.hpp — Phase D on each destination rank: its outputs
-// from its chunk. src_info is the first value of each slot; the dup
-// structures of step 8 come from the dup links the sources published (a
-// scan numbers the primaries and their duplicate ranges, then each
-// duplicate drops its slot into its primary's range at its own index); the
-// small tables are copied from the broadcast.
+// moonep/impl/phase_d.hpp — Phase D on every local destination rank at
+// once: its outputs from its chunk. src_info is the first value of each
+// slot; the dup structures of step 8 come from the dup links the sources
+// published; the small tables are copied from the per-rank and shared
+// tables.
+//
+// How, by style (host_style(), portable_types.hpp):
+//  * host: one kernel, phaseD_dup_structures, one local rank per work item
+//    walking its slots in order: src_info, each primary's dup_groups row
+//    and the start of its duplicates (dstart), then the duplicates, then
+//    the small tables. The rank's slots stay in cache between the walks
+//    (a scan over all ranks would stream them twice from memory); the
+//    parallelism is over local ranks.
+//  * device: two kernels over every slot of every local rank.
+//    phaseD_dup_groups is one scan (rank major) counting primaries (slots
+//    whose token has duplicates here) and their duplicates, packed in one
+//    int64 (groups << 32 | duplicates) so that one integer scan counts
+//    both; it writes src_info and, per primary, the two counts before it
+//    (dgroup, dstart). phaseD_dup_structures then writes each primary's
+//    dup_groups row, drops each duplicate into its primary's range at its
+//    own index, and copies the small tables. A rank's numbers are the
+//    differences to the packed prefix at its first slot (rank_prefix),
+//    subtracted by the second kernel (the scan's final calls come in no
+//    order). The packed halves never borrow, as the duplicate count only
+//    grows along the scan; each half fits int32 (R*NvS does).
+// Either way dup_groups rows are in slot order (the spec allows any).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "moonep/config.hpp"
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 
 namespace moonep::impl::portable {
 
+// The outputs of every local rank, each one allocation with a rank
+// dimension; the plan's views alias them (view(l)).
 template <class Exec>
-void rank_outputs(const Exec& exec, const ChunkLayout& L, int rank, typename Types<Exec>::ivec shared,
-                  typename Types<Exec>::ivec own, typename Types<Exec>::ivec slot_dstart,
-                  const RankPlanView<typename Types<Exec>::mem>& out) {
+struct PlanStore {
   using T = Types<Exec>;
-  const std::int64_t NvS = L.NvS, slots_at = L.slots;
+  using Mem = typename T::mem;
+  std::int64_t N = 0, G = 0, RB = 0, NvS = 0;
+  int R = 1, B = 1;
+  typename T::ivec dst;         // [L][N]
+  typename T::ivec cu;          // [L][G]
+  typename T::ivec zfr;         // [L][G][2]
+  typename T::ivec etc;         // [L][R][B]
+  typename T::ivec rs;          // [L][2]
+  typename T::ivec src_info;    // [L][NvS]
+  typename T::ivec dup_groups;  // [L][NvS][3]
+  typename T::ivec dup_loffs;   // [L][NvS]
+  typename T::ivec dup_counts;  // [L][2]
+  typename T::lvec rank_prefix;  // [L+1] packed counts before each rank's first slot (and in all)
+  typename T::ivec dgroup;       // [L][NvS] primaries before a primary (device: over all ranks)
+  typename T::ivec dstart;       // [L][NvS] duplicates before a primary (device: over all ranks)
+
+  PlanStore() = default;
+  PlanStore(const Config& c, int L) : N(c.entries()), G(c.groups()), NvS(c.slots()), R(c.ranks), B(c.copy_slots) {
+    RB = static_cast<std::int64_t>(R) * B;
+    const std::string p = "moonep::portable::plan.";
+    const auto n = [L](std::int64_t per_rank) { return static_cast<std::size_t>(L * per_rank); };
+    dst = compat::uninitialized_view<typename T::ivec>(p + "dst", n(N));
+    cu = typename T::ivec(p + "cu_seqlens", n(G));
+    zfr = typename T::ivec(p + "zero_fill_ranges", n(2 * G));
+    etc = typename T::ivec(p + "experts_to_copy", n(RB));
+    rs = typename T::ivec(p + "remote_stats", n(2));
+    src_info = compat::uninitialized_view<typename T::ivec>(p + "src_info", n(NvS));
+    dup_groups = compat::uninitialized_view<typename T::ivec>(p + "dup_groups", n(3 * NvS));
+    dup_loffs = compat::uninitialized_view<typename T::ivec>(p + "dup_loffs", n(NvS));
+    dup_counts = typename T::ivec(p + "dup_counts", n(2));
+    rank_prefix = typename T::lvec(p + "rank_prefix", static_cast<std::size_t>(L) + 1);
+    dgroup = compat::uninitialized_view<typename T::ivec>(p + "dgroup", n(NvS));
+    dstart = compat::uninitialized_view<typename T::ivec>(p + "dstart", n(NvS));
+  }
+
+  // Local rank l's plan (world rank `rank`) as unmanaged views of the store.
+  RankPlanView<Mem> view(int l, int rank) const {
+    using P = RankPlanView<Mem>;
+    const std::size_t ul = static_cast<std::size_t>(l);
+    const auto at = [ul](const typename T::ivec& v, std::int64_t per_rank) {
+      return v.data() + ul * static_cast<std::size_t>(per_rank);
+    };
+    P v(rank);
+    v.dst = typename P::vec(at(dst, N), N);
+    v.cu_seqlens = typename P::vec(at(cu, G), G);
+    v.zero_fill_ranges = typename P::pairs(at(zfr, 2 * G), G);
+    v.experts_to_copy = typename P::table(at(etc, RB), R, B);
+    v.remote_stats = typename P::vec(at(rs, 2), 2);
+    v.src_info = typename P::vec(at(src_info, NvS), NvS);
+    v.dup_groups = typename P::triples(at(dup_groups, 3 * NvS), NvS);
+    v.dup_loffs = typename P::vec(at(dup_loffs, NvS), NvS);
+    v.dup_counts = typename P::vec(at(dup_counts, 2), 2);
+    return v;
+  }
+};
+
+// The small tables of rank l (entry k < width_ = max(G, R*B, 2)): cu_seqlens and
+// zero_fill_ranges from its own tables, experts_to_copy from the shared
+// ones, remote_stats.
+template <class Exec>
+struct CopyTables {
+  typename Types<Exec>::ivec cu, zfr, etc, rs;
+  typename Types<Exec>::refs chunk, shared_tables;
+  std::int64_t G, RB, ow_cu, ow_zfr, ow_rs, sh_etc, width_;
+
+  CopyTables(const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out)
+      : cu(out.cu), zfr(out.zfr), etc(out.etc), rs(out.rs), chunk(lr.chunk), shared_tables(lr.shared_tables),
+        G(CL.E + CL.B), RB(static_cast<std::int64_t>(CL.R) * CL.B), ow_cu(CL.own + CL.ow_cu),
+        ow_zfr(CL.own + CL.ow_zfr), ow_rs(CL.own + CL.ow_rs), sh_etc(CL.sh_etc) {
+    width_ = G > RB ? G : RB;
+    if (width_ < 2) width_ = 2;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t l, const std::int64_t k) const {
+    const std::int32_t* own = chunk(l).at;
+    if (k < G) {
+      cu(l * G + k) = own[ow_cu + k];
+      zfr(2 * (l * G + k)) = own[ow_zfr + 2 * k];
+      zfr(2 * (l * G + k) + 1) = own[ow_zfr + 2 * k + 1];
+    }
+    if (k < RB) etc(l * RB + k) = shared_tables(l).at[sh_etc + k];
+    if (k < 2) rs(2 * l + k) = own[ow_rs + k];
+  }
+};
+
+template <class Exec>
+void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr,
+                       const PlanStore<Exec>& out) {
+  using T = Types<Exec>;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots;
+  const auto chunk = lr.chunk;
   const auto src_info = out.src_info;
+  const auto dstart = out.dstart;
   const auto dup_groups = out.dup_groups;
   const auto dup_loffs = out.dup_loffs;
   const auto dup_counts = out.dup_counts;
-  // Packs (groups, duplicates) so that one integer scan counts both.
+  const CopyTables<Exec> tables(CL, lr, out);
+  Kokkos::parallel_for(
+      "moonep::portable::phaseD_dup_structures", typename T::range(exec, 0, lr.count),
+      KOKKOS_LAMBDA(const std::int64_t l) {
+        const std::int32_t* slots = chunk(l).at + slots_at;
+        const std::int64_t first = l * NvS;
+        std::int32_t groups = 0, dups = 0;
+        for (std::int64_t loff = 0; loff < NvS; ++loff) {
+          const std::int32_t* slot = slots + 3 * loff;
+          src_info(first + loff) = slot[0];
+          const std::int32_t link = slot[1];
+          if (link <= -2) {
+            std::int32_t* row = dup_groups.data() + 3 * (first + groups);
+            row[0] = static_cast<std::int32_t>(loff);
+            row[1] = dups;
+            row[2] = -2 - link;
+            dstart(first + loff) = dups;
+            ++groups;
+            dups += -2 - link;
+          }
+        }
+        dup_counts(2 * l) = groups;
+        dup_counts(2 * l + 1) = dups;
+        for (std::int64_t loff = 0; loff < NvS; ++loff) {
+          const std::int32_t* slot = slots + 3 * loff;
+          if (slot[1] >= 0) dup_loffs(first + dstart(first + slot[1]) + slot[2]) = static_cast<std::int32_t>(loff);
+        }
+        for (std::int64_t k = 0; k < tables.width_; ++k) tables(l, k);
+      });
+}
+
+template <class Exec>
+void rank_outputs_device(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out) {
+  using T = Types<Exec>;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, nslots = lr.count * NvS;
+  const auto chunk = lr.chunk;
+  const auto src_info = out.src_info;
+  const auto rank_prefix = out.rank_prefix;
+  const auto dgroup = out.dgroup;
+  const auto dstart = out.dstart;
   constexpr std::int64_t kGroup = std::int64_t(1) << 32;
+  const IndexSplit by_slots(NvS);
   Kokkos::parallel_scan(
-      "moonep::portable::phaseD_dup_groups", typename T::range(exec, 0, NvS),
-      KOKKOS_LAMBDA(const std::int64_t loff, std::int64_t& run, const bool final) {
-        const std::int32_t link = own(slots_at + 3 * loff + 1);
+      "moonep::portable::phaseD_dup_groups", typename T::range(exec, 0, nslots + 1),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& run, const bool final) {
+        const std::int64_t l = by_slots.quotient(i), loff = i - l * NvS;
+        if (final && loff == 0) rank_prefix(l) = run;  // and l == L at i == nslots: the total
+        if (i == nslots) return;
+        const std::int32_t* slot = chunk(l).at + slots_at + 3 * loff;
+        const std::int32_t link = slot[1];
         const std::int64_t n = link <= -2 ? -2 - link : 0;
-        const std::int64_t mine = n > 0 ? kGroup + n : 0;
         if (final) {
-          src_info(loff) = own(slots_at + 3 * loff);
+          src_info(i) = slot[0];
           if (n > 0) {
-            const std::int64_t g = run / kGroup, start = run % kGroup;
-            dup_groups(g, 0) = static_cast<std::int32_t>(loff);
-            dup_groups(g, 1) = static_cast<std::int32_t>(start);
-            dup_groups(g, 2) = static_cast<std::int32_t>(n);
-            slot_dstart(loff) = static_cast<std::int32_t>(start);
-          }
-          if (loff == NvS - 1) {
-            dup_counts(0) = static_cast<std::int32_t>((run + mine) / kGroup);
-            dup_counts(1) = static_cast<std::int32_t>((run + mine) % kGroup);
+            dgroup(i) = static_cast<std::int32_t>(run / kGroup);
+            dstart(i) = static_cast<std::int32_t>(run % kGroup);
           }
         }
-        run += mine;
+        run += n > 0 ? kGroup + n : 0;
       });
+
+  const CopyTables<Exec> tables(CL, lr, out);
+  const std::int64_t width = NvS > tables.width_ ? NvS : tables.width_;
+  const auto dup_groups = out.dup_groups;
+  const auto dup_loffs = out.dup_loffs;
+  const auto dup_counts = out.dup_counts;
+  const IndexSplit by_width(width);
   Kokkos::parallel_for(
-      "moonep::portable::phaseD_dup_loffs", typename T::range(exec, 0, NvS),
-      KOKKOS_LAMBDA(const std::int64_t loff) {
-        const std::int32_t link = own(slots_at + 3 * loff + 1);
-        if (link >= 0) dup_loffs(slot_dstart(link) + own(slots_at + 3 * loff + 2)) = static_cast<std::int32_t>(loff);
-      });
-  const int G = L.E + L.B, R = L.R, B = L.B;
-  const std::int64_t ow_cu = L.own + L.ow_cu, ow_zfr = L.own + L.ow_zfr, ow_rs = L.own + L.ow_rs;
-  const std::int64_t sh_etc = L.shared + L.sh_etc;
-  const auto cu = out.cu_seqlens;
-  const auto zfr = out.zero_fill_ranges;
-  const auto etc = out.experts_to_copy;
-  const auto rs = out.remote_stats;
-  const int n = G > R * B ? G : R * B;
-  (void)rank;
-  Kokkos::parallel_for(
-      "moonep::portable::phaseD_tables", typename T::range(exec, 0, n), KOKKOS_LAMBDA(const int i) {
-        if (i < G) {
-          cu(i) = own(ow_cu + i);
-          zfr(i, 0) = own(ow_zfr + 2 * i);
-          zfr(i, 1) = own(ow_zfr + 2 * i + 1);
+      "moonep::portable::phaseD_dup_structures", typename T::range(exec, 0, lr.count * width),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t l = by_width.quotient(i), k = i - l * width;
+        if (k < NvS) {
+          const std::int64_t first = l * NvS, base = rank_prefix(l);
+          const std::int32_t base_groups = static_cast<std::int32_t>(base / kGroup);
+          const std::int32_t base_dups = static_cast<std::int32_t>(base % kGroup);
+          const std::int32_t* slot = chunk(l).at + slots_at + 3 * k;
+          const std::int32_t link = slot[1];
+          if (link <= -2) {
+            std::int32_t* row = dup_groups.data() + 3 * (first + dgroup(first + k) - base_groups);
+            row[0] = static_cast<std::int32_t>(k);
+            row[1] = dstart(first + k) - base_dups;
+            row[2] = -2 - link;
+          } else if (link >= 0) {
+            dup_loffs(first + dstart(first + link) - base_dups + slot[2]) = static_cast<std::int32_t>(k);
+          }
+          if (k == 0) {
+            const std::int64_t all = rank_prefix(l + 1) - base;
+            dup_counts(2 * l) = static_cast<std::int32_t>(all / kGroup);
+            dup_counts(2 * l + 1) = static_cast<std::int32_t>(all % kGroup);
+          }
         }
-        if (i < R * B) etc(i / B, i % B) = shared(sh_etc + i);
-        if (i < 2) rs(i) = own(ow_rs + i);
+        if (k < tables.width_) tables(l, k);
       });
+}
+
+template <class Exec>
+void rank_outputs(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out,
+                  bool host_style) {
+  if (host_style) {
+    rank_outputs_host(exec, CL, lr, out);
+  } else {
+    rank_outputs_device(exec, CL, lr, out);
+  }
 }
 
 }  // namespace moonep::impl::portable

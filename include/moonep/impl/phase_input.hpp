@@ -1,130 +1,290 @@
 // moonep/impl/phase_input.hpp — the rank-local work that needs nothing from
-// other ranks: the per-block expert histogram (which is both the rank's
-// tokens-per-expert and the validation of its routing), and Phase C1, the
-// stable counting sort of the rank's entries by expert.
+// other ranks, for every local rank at once: the per-block expert histogram
+// (which is both each rank's tokens-per-expert and the validation of its
+// routing), Phase A's clearing of the receive slots, and Phase C1, the
+// stable counting sort of each rank's entries by expert.
 //
-// Entries are cut into `nblocks` contiguous blocks. hist[b][e] counts expert
-// e in block b; a scan across blocks turns it into the rank of block b's
-// first e-entry among all e-entries; the scatter then walks each block in
-// order, so equal experts keep their flat order (stable).
+// Entries of rank l are cut into `nblocks` contiguous blocks of `block_len`.
+// hist[l][e][b] counts expert e in block b of rank l (block index fastest);
+// base[l][e][b] is the position of block b's first e-entry in the
+// concatenation of every rank's sorted entries (rank l's part starts at
+// l*N once validation passed: all its entries are valid). The scatter
+// places each entry at its block's base plus the number of earlier equal
+// experts in its block, so equal experts keep their flat order (stable).
+// How, by style (host_style(), portable_types.hpp):
+//  * host: a few long blocks per thread, each walked serially by one
+//    thread that counts as it goes (no team, no scratch); base is one walk
+//    per rank over its E*nblocks counters;
+//  * device: short blocks, one team each; the histogram counts in team
+//    scratch with atomics; base is ONE exclusive scan over the whole hist;
+//    the scatter ranks each entry among the earlier entries of its block,
+//    held in team scratch.
+// Both give the same positions; the style changes the blocks and kernels.
+//
+// What must stay true: the histogram never writes out of bounds for a bad
+// expert id (it only counts it), and touches nothing but this planner's
+// private scratch (validation runs before any shared state is touched).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/portable_types.hpp"
+#include "moonep/world.hpp"
 
 namespace moonep::impl::portable {
 
 template <class Exec>
 struct InputScratch {
   using T = Types<Exec>;
-  int nblocks = 1;
-  std::int64_t block_len = 1;
-  typename T::imat hist;    // [nblocks][E]
-  typename T::ivec counts;  // [E] tokens per expert of this rank
-  typename T::ivec estart;  // [E] first sorted position of each expert
-  typename T::ivec pos;     // [N] sorted position of each entry
+  int L = 0, E = 1;
+  std::int64_t N = 1;
+  bool host_style = true;      // how blocks are walked (see above)
+  int nblocks = 1;             // blocks per rank
+  std::int64_t block_len = 1;  // entries per block (the last may be shorter)
+  typename T::ivec hist;       // [L][E][nblocks] per-block counts
+  typename T::ivec base;       // [L*E*nblocks + 1] exclusive prefix of hist (the host scatter advances it)
+  typename T::ivec counts;     // [L][E] tokens per expert of each rank
+  typename T::ivec estart;     // [L][E] first sorted position of each expert in its rank
+  typename T::ivec pos;        // [L][N] sorted position of each entry in its rank
+  Kokkos::View<std::int64_t, typename T::mem> bad;  // ids outside [0, E) the histogram saw
 
   InputScratch() = default;
-  InputScratch(const Exec& exec, int E, std::int64_t N, const std::string& tag) {
-    // One block per thread of the backend (one on Serial: a single pass),
-    // but not blocks so small that the histograms dominate.
-    const std::int64_t by_size = (N + 255) / 256;
-    std::int64_t nb = exec.concurrency();
-    if (nb > by_size) nb = by_size;
-    if (nb < 1) nb = 1;
-    nblocks = static_cast<int>(nb);
-    block_len = (N + nblocks - 1) / nblocks;
-    hist = typename T::imat(Kokkos::view_alloc(Kokkos::WithoutInitializing, tag + "hist"), nblocks, E);
-    counts = typename T::ivec(tag + "counts", E);
-    estart = typename T::ivec(tag + "estart", E);
-    pos = compat::uninitialized_view<typename T::ivec>(tag + "pos", static_cast<std::size_t>(N));
+  InputScratch(const Exec& exec, int L_, int E_, std::int64_t N_, bool host_style_)
+      : L(L_), E(E_), N(N_), host_style(host_style_) {
+    const std::string p = "moonep::portable::input.";
+    block_len = choose_block_len(exec, host_style, L, E, N);
+    nblocks = static_cast<int>((N + block_len - 1) / block_len);
+    const std::size_t nh = static_cast<std::size_t>(L) * E * nblocks;
+    hist = compat::uninitialized_view<typename T::ivec>(p + "hist", nh);
+    base = compat::uninitialized_view<typename T::ivec>(p + "base", nh + 1);
+    counts = typename T::ivec(p + "counts", static_cast<std::size_t>(L) * E);
+    estart = typename T::ivec(p + "estart", static_cast<std::size_t>(L) * E);
+    pos = compat::uninitialized_view<typename T::ivec>(p + "pos", static_cast<std::size_t>(L * N));
+    bad = Kokkos::View<std::int64_t, typename T::mem>(p + "bad");
+  }
+
+  // Host: about four blocks per thread over all local ranks (balance across
+  // ranks and threads), none shorter than 2048 entries (each block costs
+  // its E counters); one block per rank on a single thread. Device: blocks
+  // a team ranks quickly in scratch, at least E long (the histogram then
+  // stays no larger than the entries).
+  static std::int64_t choose_block_len(const Exec& exec, bool host_style, int L, int E, std::int64_t N) {
+    std::int64_t len = N;
+    if (host_style) {
+      const std::int64_t threads = exec.concurrency();
+      if (threads > 1) {
+        const std::int64_t per_rank = (4 * threads + L - 1) / L;
+        len = (N + per_rank - 1) / per_rank;
+        if (len < 2048) len = 2048;
+      }
+    } else {
+      len = E < 256 ? 256 : E > 1024 ? 1024 : E;
+    }
+    return len < N ? len : N;
   }
 };
 
-// Histogram of `topk` by expert; returns how many entries name an expert
-// outside [0, E) (they are skipped: nothing is written out of bounds).
-// Also compares against `given_tpe` when has_tpe; mismatches add to the
-// result. Touches only the rank's private scratch.
+// Validation and tokens per expert of every local rank: per-block
+// histograms (bad ids only counted), one scan over them, then the counts,
+// the sorted starts and the comparison with the given tokens_per_expert.
+// Returns the number of problems over all local ranks (bad ids plus
+// mismatching counts): the step's one value read back for validation.
 template <class Exec>
-std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, int E,
-                                 typename Types<Exec>::civec topk,
-                                 typename Types<Exec>::civec given_tpe, bool has_tpe) {
+std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
+                                 bool has_tpe) {
   using T = Types<Exec>;
+  using member = typename T::member;
+  const int E = s.E, nb = s.nblocks;
+  const std::int64_t N = s.N, len = s.block_len;
   const auto hist = s.hist;
-  const auto counts = s.counts;
-  const std::int64_t N = static_cast<std::int64_t>(topk.extent(0));
-  const std::int64_t len = s.block_len;
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "moonep::portable::phaseA_block_histogram", typename T::range(exec, 0, s.nblocks),
-      KOKKOS_LAMBDA(const int b, std::int64_t& nbad) {
-        for (int e = 0; e < E; ++e) hist(b, e) = 0;
-        const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
-        for (std::int64_t i = b * len; i < end; ++i) {
-          const std::int32_t e = topk(i);
-          if (e < 0 || e >= E) {
-            ++nbad;
-          } else {
-            ++hist(b, e);
+  const auto routing = lr.routing;
+  if (s.host_style) {
+    Kokkos::parallel_reduce(
+        "moonep::portable::validate_histogram", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
+        KOKKOS_LAMBDA(const std::int64_t lb, std::int64_t& nbad) {
+          const std::int64_t l = lb / nb, b = lb % nb;
+          const std::int32_t* topk = routing(l).at;
+          std::int32_t* h = hist.data() + l * E * nb + b;  // h[e * nb] counts expert e
+          for (int e = 0; e < E; ++e) h[e * nb] = 0;
+          const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
+          for (std::int64_t i = b * len; i < end; ++i) {
+            const std::int32_t e = topk[i];
+            if (e < 0 || e >= E) {
+              ++nbad;
+            } else {
+              ++h[e * nb];
+            }
           }
-        }
-      },
-      bad);
-  const int nb = s.nblocks;
-  std::int64_t mismatch = 0;
-  Kokkos::parallel_reduce(
-      "moonep::portable::phaseA_scan_blocks", typename T::range(exec, 0, E),
-      KOKKOS_LAMBDA(const int e, std::int64_t& nmis) {
-        std::int32_t run = 0;
-        for (int b = 0; b < nb; ++b) {
-          const std::int32_t c = hist(b, e);
-          hist(b, e) = run;
-          run += c;
-        }
-        counts(e) = run;
-        if (has_tpe && given_tpe(e) != run) ++nmis;
-      },
-      mismatch);
-  return bad + mismatch;
-}
-
-// Phase A: a rank's receive slots start empty (-1) every step; the sources
-// fill the used ones in Phase C2. Touches the rank's own chunk only.
-template <class Exec>
-void clear_slots(const Exec& exec, typename Types<Exec>::ivec chunk, std::int64_t begin, std::int64_t len) {
-  Kokkos::parallel_for(
-      "moonep::portable::phaseA_clear_slots", Kokkos::RangePolicy<Exec>(exec, begin, begin + len),
-      KOKKOS_LAMBDA(const std::int64_t i) { chunk(i) = -1; });
-}
-
-// Phase C1: pos[i] = position of entry i in the stable sort by expert.
-// Consumes hist (its per-block starts are advanced as entries are placed).
-template <class Exec>
-void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, int E,
-                          typename Types<Exec>::civec topk) {
-  using T = Types<Exec>;
-  const auto hist = s.hist;
+        },
+        s.bad);
+  } else {
+    int level = 0;
+    const auto policy =
+        with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, s.L * nb, Kokkos::AUTO), E, &level);
+    Kokkos::parallel_reduce(
+        "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team, std::int64_t& nbad) {
+          const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
+          const std::int32_t* topk = routing(l).at;
+          typename T::scratch_i32 h(team.team_scratch(level), E);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
+          team.team_barrier();
+          const std::int64_t begin = b * len, end = (b + 1) * len < N ? (b + 1) * len : N;
+          std::int64_t block_bad = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, begin, end),
+              [&](const std::int64_t i, std::int64_t& acc) {
+                const std::int32_t e = topk[i];
+                if (e < 0 || e >= E) {
+                  ++acc;
+                } else {
+                  Kokkos::atomic_add(&h(e), 1);
+                }
+              },
+              block_bad);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E),
+                               [&](const int e) { hist(l * E * nb + e * nb + b) = h(e); });
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { nbad += block_bad; });
+        },
+        s.bad);
+  }
+  const auto base = s.base;
   const auto counts = s.counts;
   const auto estart = s.estart;
-  const auto pos = s.pos;
+  const auto tpe = lr.tpe;
+  const auto bad = s.bad;
+  std::int64_t problems = 0;
+  if (s.host_style) {
+    // One walk per rank over its few blocks per expert: no scan (whose
+    // passes synchronise every thread) for E*nblocks counters.
+    Kokkos::parallel_reduce(
+        "moonep::portable::validate_counts", typename T::range(exec, 0, s.L),
+        KOKKOS_LAMBDA(const std::int64_t l, std::int64_t& acc) {
+          const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
+          std::int32_t run = rank_start;
+          for (int e = 0; e < E; ++e) {
+            const std::int64_t le = l * E + e;
+            const std::int32_t first = run;
+            for (int b = 0; b < nb; ++b) {
+              base(le * nb + b) = run;
+              run += hist(le * nb + b);
+            }
+            counts(le) = run - first;
+            estart(le) = first - rank_start;
+            if (has_tpe && tpe(l).at[e] != run - first) ++acc;
+          }
+          if (l == 0) acc += bad();
+        },
+        problems);
+    return problems;
+  }
+  const std::int64_t nh = static_cast<std::int64_t>(s.L) * E * nb;
   Kokkos::parallel_scan(
-      "moonep::portable::phaseC1_expert_starts", typename T::range(exec, 0, E),
-      KOKKOS_LAMBDA(const int e, std::int32_t& run, const bool final) {
-        if (final) estart(e) = run;
-        run += counts(e);
+      "moonep::portable::validate_block_offsets", typename T::range(exec, 0, nh + 1),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int32_t& run, const bool final) {
+        const std::int32_t c = i < nh ? hist(i) : 0;
+        if (final) base(i) = run;
+        run += c;
       });
-  const std::int64_t N = static_cast<std::int64_t>(topk.extent(0));
-  const std::int64_t len = s.block_len;
+  Kokkos::parallel_reduce(
+      "moonep::portable::validate_counts", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * E),
+      KOKKOS_LAMBDA(const std::int64_t le, std::int64_t& acc) {
+        const std::int64_t l = le / E;
+        const std::int32_t first = base(le * nb), count = base((le + 1) * nb) - first;
+        counts(le) = count;
+        estart(le) = first - base(l * E * nb);
+        if (has_tpe && tpe(l).at[le - l * E] != count) ++acc;
+        if (le == 0) acc += bad();
+      },
+      problems);
+  return problems;
+}
+
+// Phase A, every local rank: its receive slots start empty (-1) every step
+// (the sources fill the used ones in Phase C2), and its tokens per expert
+// go to row `rank` of rank 0's tpe_in, in place when rank 0's chunk is
+// stored into directly (else the caller puts them; see put_counts_run).
+template <class Exec>
+void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+  using T = Types<Exec>;
+  const int E = CL.E;
+  const std::int64_t slots_len = 3 * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
+  const auto chunk = lr.chunk;
+  const auto rank = lr.rank;
+  const auto direct = lr.direct_chunk;
+  const auto counts = s.counts;
+  // A host thread clears runs of 4096 values (a plain loop the compiler
+  // vectorizes), a device thread one value.
+  const std::int64_t grain = s.host_style ? 4096 : 1, per_rank = (width + grain - 1) / grain;
+  const IndexSplit split(per_rank);
   Kokkos::parallel_for(
-      "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, s.nblocks),
-      KOKKOS_LAMBDA(const int b) {
-        const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
-        for (std::int64_t i = b * len; i < end; ++i) {
-          const std::int32_t e = topk(i);
-          pos(i) = estart(e) + hist(b, e)++;
+      "moonep::portable::phaseA_clear_slots", typename T::range(exec, 0, lr.count * per_rank),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t l = split.quotient(i), k0 = (i - l * per_rank) * grain;
+        const std::int64_t k1 = k0 + grain < width ? k0 + grain : width;
+        std::int32_t* slots = chunk(l).at + slots_at;
+        for (std::int64_t k = k0; k < k1 && k < slots_len; ++k) slots[k] = -1;
+        if (std::int32_t* root = direct(0).at) {
+          std::int32_t* row = root + tpe_in + static_cast<std::int64_t>(rank(l)) * E - slots_len;
+          for (std::int64_t k = k0 > slots_len ? k0 : slots_len; k < k1; ++k) row[k] = counts(l * E + k - slots_len);
         }
       });
+}
+
+// The put of rank `rank`'s tokens per expert (counts[l], E values) into row
+// `rank` of rank 0's tpe_in, for worlds where rank 0 is not stored into
+// directly.
+inline PutRun put_counts_run(const ChunkLayout& CL, int rank, int local_index) {
+  return PutRun{0, 0, CL.tpe_in + static_cast<std::int64_t>(rank) * CL.E,
+                static_cast<std::int64_t>(local_index) * CL.E, CL.E};
+}
+
+// Phase C1, every local rank: pos[l][i] = position of entry i of rank l in
+// its rank's stable sort by expert. The host walk consumes `base` (its
+// per-block starts are advanced as entries are placed).
+template <class Exec>
+void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int E = s.E, nb = s.nblocks;
+  const std::int64_t N = s.N, len = s.block_len;
+  const auto base = s.base;
+  const auto pos = s.pos;
+  const auto routing = lr.routing;
+  if (s.host_style) {
+    Kokkos::parallel_for(
+        "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
+        KOKKOS_LAMBDA(const std::int64_t lb) {
+          const std::int64_t l = lb / nb, b = lb % nb;
+          const std::int32_t* topk = routing(l).at;
+          std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
+          const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
+          const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
+          for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[topk[i] * nb]++ - rank_start;
+        });
+  } else {
+    int level = 0;
+    const auto policy =
+        with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, s.L * nb, Kokkos::AUTO), len, &level);
+    Kokkos::parallel_for(
+        "moonep::portable::phaseC1_stable_scatter", policy, KOKKOS_LAMBDA(const member& team) {
+          const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
+          const std::int64_t begin = b * len, n = (b + 1) * len < N ? len : N - begin;
+          const std::int32_t* topk = routing(l).at + begin;
+          typename T::scratch_i32 block(team.team_scratch(level), len);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = topk[t]; });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) {
+            const std::int32_t e = block(t);
+            std::int32_t earlier = 0;
+            for (std::int64_t j = 0; j < t; ++j) earlier += block(j) == e ? 1 : 0;
+            pos(l * N + begin + t) = base(l * E * nb + static_cast<std::int64_t>(e) * nb + b) + earlier -
+                                     static_cast<std::int32_t>(l * N);
+          });
+        });
+  }
 }
 
 }  // namespace moonep::impl::portable

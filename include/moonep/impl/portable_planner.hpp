@@ -1,28 +1,47 @@
 // moonep/impl/portable_planner.hpp — the portable path of moonep::Planner
-// (moonep/planner.hpp): every rank plans its own step with Kokkos kernels
-// over a World (moonep/world.hpp), exchanging only what the seed exchanges
+// (moonep/planner.hpp): the ranks plan their step with Kokkos kernels over
+// a World (moonep/world.hpp), exchanging only what the seed exchanges
 // (docs/spec/PLANNING.md, "How the seed runs it"):
 //
-//   validate   host facts (rank arrays, lengths), then each local rank's
+//   validate   host facts (rank arrays, lengths), then every local rank's
 //              expert histogram (= tokens per expert) and checks;
 //              world.all_ok() so that one bad rank stops them all before
 //              anything touches the shared buffer.
-//   Phase A    each rank clears its receive slots and puts its tokens per
-//              expert into rank 0's chunk; Phase C1 (its stable counting
-//              sort by expert) needs nothing else and runs here too.
+//   Phase A    each rank clears its receive slots and sends its tokens per
+//              expert to rank 0; Phase C1 (its stable counting sort by
+//              expert) needs nothing else and runs here too.
 //   barrier
 //   Phase B    rank 0: steps 1-5 for every rank; sends each rank its tables.
 //   barrier
 //   Phase C2   each rank: destinations, dedup, and per-slot (src_info, dup
-//              link) published into the destination ranks' chunks.
+//              link) sent into the destination ranks' chunks.
 //   barrier
 //   Phase D    each rank: its outputs (src_info, dup structures, tables).
 //
-// Runs on any Kokkos execution space. Construction allocates everything
-// (the symmetric buffer, through the world, and all scratch); plan()
-// allocates nothing on the success path. plan() reads a few scalars back to
-// the host per step (the validation counts, rank 0's pair count, each
-// rank's run count: the sizes the world's puts need).
+// Every phase runs the process's local ranks together: each kernel's policy
+// spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
+// launches the same kernels whatever the number of local ranks (12 on an
+// in-process world: validate 3, A 2, B 4, C2 1, D 2).
+//
+// Data for another rank is stored in place when that rank is local and the
+// world is directly addressable (one process: nothing is put at all), and
+// goes through world.put_runs otherwise, one put per local source rank and
+// phase; in a directly addressable world ranks read rank 0's shared tables
+// in place rather than receive a copy.
+//
+// What must stay true:
+//  * Construction allocates everything (the world's symmetric buffer, all
+//    scratch, the plan's storage); plan() allocates nothing.
+//  * Host syncs per step: the validation count (one reduction over every
+//    local rank), a fence before each phase's puts (none without puts), the
+//    world's barriers, and the end of the step (the pair count, read with
+//    the final fence on rank 0's process). No size is read back for a put:
+//    runs have fixed sizes (empty runs are allowed).
+//  * Bad input is found before the shared buffer is touched, and reported
+//    with validate_rank_input's words for the first bad local rank.
+//  * The pointers handed to kernels (LocalRanks) stay valid: chunks are
+//    fixed at construction, input pointers are refreshed whenever the
+//    caller's views move.
 #pragma once
 
 #include <cstdint>
@@ -62,22 +81,56 @@ class PortablePlanner {
   PortablePlanner(const Config& config, world_type& world, const ExecutionSpace& exec = ExecutionSpace())
       : config_(checked_config(config, world.size())), layout_(config_), world_(world), claim_(world), exec_(exec) {
     world_.allocate(layout_.total);
-    plan_.config = config_;
-    for (const int r : world_.local_ranks()) {
-      const std::string tag = "moonep::portable::rank" + std::to_string(r) + ".";
-      Local l;
-      l.rank = r;
-      l.input = portable::InputScratch<ExecutionSpace>(exec_, layout_.E, layout_.N, tag);
-      l.publish = portable::PublishScratch<ExecutionSpace>(layout_, tag);
-      l.slot_dstart = Kokkos::View<std::int32_t*, memory_space>(tag + "slot_dstart", layout_.NvS);
-      l.tpe_run = Kokkos::View<PutRun*, memory_space>(tag + "tpe_run", 1);
-      auto h = Kokkos::create_mirror_view(l.tpe_run);
-      h(0) = PutRun{0, 0, layout_.tpe_in + static_cast<std::int64_t>(r) * layout_.E, 0, layout_.E};
-      Kokkos::deep_copy(l.tpe_run, h);
-      local_.push_back(l);
-      plan_.ranks.emplace_back(config_, r);
-      if (r == 0) root_ = portable::RootScratch<ExecutionSpace>(layout_);
+    const std::vector<int>& ranks = world_.local_ranks();
+    const int L = static_cast<int>(ranks.size());
+    const bool da = world_.directly_addressable();
+    using T = portable::Types<ExecutionSpace>;
+
+    std::vector<std::int32_t*> direct(static_cast<std::size_t>(layout_.R), nullptr);
+    if (da) {
+      for (const int r : ranks) direct[r] = world_.local_chunk(r).data();
     }
+    needs_puts_ = !da || L < layout_.R;
+
+    lr_.count = L;
+    lr_.rank = Kokkos::View<int*, memory_space>("moonep::portable::local.rank", L);
+    lr_.chunk = typename T::refs("moonep::portable::local.chunk", L);
+    lr_.shared_tables = typename T::refs("moonep::portable::local.shared_tables", L);
+    lr_.direct_chunk = typename T::refs("moonep::portable::local.direct_chunk", layout_.R);
+    lr_.routing = typename T::crefs("moonep::portable::local.routing", L);
+    lr_.tpe = typename T::crefs("moonep::portable::local.tpe", L);
+    auto h_rank = Kokkos::create_mirror_view(lr_.rank);
+    auto h_chunk = Kokkos::create_mirror_view(lr_.chunk);
+    auto h_shared = Kokkos::create_mirror_view(lr_.shared_tables);
+    auto h_direct = Kokkos::create_mirror_view(lr_.direct_chunk);
+    for (int l = 0; l < L; ++l) {
+      const int r = ranks[l];
+      h_rank(l) = r;
+      h_chunk(l).at = world_.local_chunk(r).data();
+      h_shared(l).at = (da ? world_.chunk(0).data() : h_chunk(l).at) + layout_.shared;
+      plan_.ranks.push_back(RankPlanView<memory_space>(r));
+    }
+    for (int d = 0; d < layout_.R; ++d) h_direct(d).at = direct[d];
+    Kokkos::deep_copy(lr_.rank, h_rank);
+    Kokkos::deep_copy(lr_.chunk, h_chunk);
+    Kokkos::deep_copy(lr_.shared_tables, h_shared);
+    Kokkos::deep_copy(lr_.direct_chunk, h_direct);
+    h_routing_ = Kokkos::create_mirror_view(lr_.routing);
+    h_tpe_ = Kokkos::create_mirror_view(lr_.tpe);
+
+    input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N,
+                                                    portable::host_style<ExecutionSpace>());
+    publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
+    store_ = portable::PlanStore<ExecutionSpace>(config_, L);
+    plan_.config = config_;
+    for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
+    if (!direct[0]) {
+      counts_runs_ = Kokkos::View<PutRun*, memory_space>("moonep::portable::local.counts_runs", L);
+      auto h = Kokkos::create_mirror_view(counts_runs_);
+      for (int l = 0; l < L; ++l) h(l) = portable::put_counts_run(layout_, ranks[l], l);
+      Kokkos::deep_copy(counts_runs_, h);
+    }
+    if (L > 0 && ranks[0] == 0) root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da);
   }
 
   // One planner per world: it owns the world's buffer layout and scratch.
@@ -96,106 +149,131 @@ class PortablePlanner {
                         const std::vector<input_view>* tokens_per_expert = nullptr) {
     compat::ProfilingRegion region("moonep::portable::plan");
     validate_all(routing, tokens_per_expert);
-    phase_a(routing);
+    phase_a();
     world_.barrier();
     phase_b();
     world_.barrier();
-    phase_c2(routing);
+    phase_c2();
     world_.barrier();
     phase_d();
-    compat::fence(exec_, "moonep::portable::plan_done");
+    finish();
     return plan_;
   }
 
  private:
-  struct Local {
-    int rank = -1;
-    portable::InputScratch<ExecutionSpace> input;
-    portable::PublishScratch<ExecutionSpace> publish;
-    Kokkos::View<std::int32_t*, memory_space> slot_dstart;
-    Kokkos::View<PutRun*, memory_space> tpe_run;
-  };
+  using T = portable::Types<ExecutionSpace>;
 
-  // The exact message of validate_rank_input, computed on the host (only
-  // on the failure path, so the copies do not matter).
-  std::string host_message(int rank, const input_view& topk, const input_view* tpe) const {
+  // The exact message of validate_rank_input for local rank li, computed
+  // on the host (only on the failure path, so the copies do not matter);
+  // "" if the rank's input is fine.
+  std::string host_message(std::size_t li, const input_view& topk, const input_view* tpe) const {
     const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_topk =
         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), topk);
     Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_tpe;
     if (tpe) h_tpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *tpe);
     try {
-      validate_rank_input(config_, rank, h_topk.data(), static_cast<std::int64_t>(h_topk.extent(0)),
-                          tpe ? h_tpe.data() : nullptr, tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0);
+      validate_rank_input(config_, world_.local_ranks()[li], h_topk.data(),
+                          static_cast<std::int64_t>(h_topk.extent(0)), tpe ? h_tpe.data() : nullptr,
+                          tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0);
     } catch (const InputError& e) {
       return e.what();
     }
-    return "rank " + std::to_string(rank) + ": input rejected";
+    return {};
+  }
+
+  // Points the kernels' input tables at the caller's views (a copy to the
+  // device only when a pointer changed since the last step).
+  void bind_inputs(const std::vector<input_view>& routing, const std::vector<input_view>* tpe) {
+    bool changed = false;
+    for (std::size_t li = 0; li < routing.size(); ++li) {
+      const std::int32_t* r = routing[li].data();
+      const std::int32_t* t = tpe ? (*tpe)[li].data() : nullptr;
+      changed = changed || h_routing_(li).at != r || h_tpe_(li).at != t;
+      h_routing_(li).at = r;
+      h_tpe_(li).at = t;
+    }
+    if (changed) {
+      Kokkos::deep_copy(lr_.routing, h_routing_);
+      Kokkos::deep_copy(lr_.tpe, h_tpe_);
+    }
   }
 
   void validate_all(const std::vector<input_view>& routing, const std::vector<input_view>* tpe) {
     compat::ProfilingRegion region("moonep::portable::validate");
     std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe);
-    for (std::size_t li = 0; why.empty() && li < local_.size(); ++li) {
-      const input_view* t = tpe ? &(*tpe)[li] : nullptr;
-      const std::int64_t problems = portable::histogram_and_check(
-          exec_, local_[li].input, layout_.E, routing[li], t ? *t : input_view(), t != nullptr);
-      if (problems > 0) why = host_message(local_[li].rank, routing[li], t);
+    if (why.empty() && lr_.count > 0) {
+      bind_inputs(routing, tpe);
+      if (portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr) > 0) {
+        for (std::size_t li = 0; why.empty() && li < routing.size(); ++li) {
+          why = host_message(li, routing[li], tpe ? &(*tpe)[li] : nullptr);
+        }
+        if (why.empty()) why = "input rejected on this process (no rank's check names the problem)";
+      }
     }
     if (!world_.all_ok(why.empty())) {
       throw InputError(why.empty() ? std::string("input rejected on another rank; nothing was planned") : why);
     }
   }
 
-  void phase_a(const std::vector<input_view>& routing) {
+  void phase_a() {
     compat::ProfilingRegion region("moonep::portable::phaseA");
-    const std::int64_t slots_at = layout_.slots, slots_len = 3 * layout_.NvS;
-    for (std::size_t li = 0; li < local_.size(); ++li) {
-      const Local& l = local_[li];
-      portable::clear_slots(exec_, world_.local_chunk(l.rank), slots_at, slots_len);
-      portable::stable_counting_sort(exec_, l.input, layout_.E, routing[li]);
+    if (lr_.count == 0) return;
+    portable::clear_slots(exec_, layout_, input_, lr_);
+    portable::stable_counting_sort(exec_, input_, lr_);
+    if (counts_runs_.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseA_before_put");
-      world_.put_runs(l.rank, l.input.counts, l.tpe_run);
+      for (int l = 0; l < lr_.count; ++l) {
+        world_.put_runs(world_.local_ranks()[l], input_.counts,
+                        Kokkos::subview(counts_runs_, Kokkos::make_pair(l, l + 1)));
+      }
     }
   }
 
   void phase_b() {
     if (root_.alloc.extent(0) == 0) return;  // rank 0 is not planned here
     compat::ProfilingRegion region("moonep::portable::phaseB");
-    const std::int64_t npairs = portable::plan_root(exec_, layout_, root_, world_.local_chunk(0));
-    if (npairs > layout_.pair_capacity) {
-      throw RuntimeError("moonep portable planner: " + std::to_string(npairs) +
-                         " (expert, rank) pairs exceed the bound " + std::to_string(layout_.pair_capacity) +
-                         " (internal error)");
+    portable::plan_root(exec_, layout_, root_, world_.local_chunk(0).data());
+    if (root_.own_runs.extent(0) > 0 || root_.shared_runs.extent(0) > 0) {
+      compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
+      portable::broadcast(root_, world_);
     }
-    compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
-    portable::broadcast(exec_, layout_, root_, world_, npairs);
   }
 
-  typename portable::Types<ExecutionSpace>::ivec shared_tables(int rank) const {
-    return world_.directly_addressable() ? world_.chunk(0) : world_.local_chunk(rank);
-  }
-
-  void phase_c2(const std::vector<input_view>& routing) {
+  void phase_c2() {
     compat::ProfilingRegion region("moonep::portable::phaseC2");
-    for (std::size_t li = 0; li < local_.size(); ++li) {
-      const Local& l = local_[li];
-      auto own = world_.local_chunk(l.rank);
-      auto shared = shared_tables(l.rank);
-      portable::destinations_and_dedup(exec_, layout_, l.rank, l.input, l.publish, routing[li], shared,
-                                             own, plan_.ranks[li].dst);
-      const std::int64_t nruns = portable::publication_runs(exec_, layout_, l.input, l.publish, shared, own);
-      compat::fence(exec_, "moonep::portable::phaseC2_before_put");
-      world_.put_runs(l.rank, l.publish.staging,
-                      Kokkos::subview(l.publish.runs, Kokkos::make_pair(std::int64_t(0), nruns)));
+    if (lr_.count == 0) return;
+    portable::destinations_and_dedup(exec_, layout_, input_, publish_, lr_, store_.dst);
+    if (!needs_puts_) return;
+    portable::publication_runs(exec_, layout_, input_, publish_, lr_);
+    compat::fence(exec_, "moonep::portable::phaseC2_before_put");
+    const std::int64_t n3 = 3 * layout_.N, cap = layout_.pair_capacity;
+    for (int l = 0; l < lr_.count; ++l) {
+      world_.put_runs(world_.local_ranks()[l], Kokkos::subview(publish_.staging, Kokkos::make_pair(l * n3, (l + 1) * n3)),
+                      Kokkos::subview(publish_.runs, Kokkos::make_pair(l * cap, (l + 1) * cap)));
     }
   }
 
   void phase_d() {
     compat::ProfilingRegion region("moonep::portable::phaseD");
-    for (std::size_t li = 0; li < local_.size(); ++li) {
-      const Local& l = local_[li];
-      portable::rank_outputs(exec_, layout_, l.rank, shared_tables(l.rank), world_.local_chunk(l.rank),
-                                   l.slot_dstart, plan_.ranks[li]);
+    if (lr_.count == 0) return;
+    portable::rank_outputs(exec_, layout_, lr_, store_, input_.host_style);
+  }
+
+  // The step's end: the plan is in the views. On rank 0's process, the
+  // pair count comes back with it (an internal error beyond the bound).
+  void finish() {
+    if (root_.alloc.extent(0) == 0) {
+      compat::fence(exec_, "moonep::portable::plan_done");
+      return;
+    }
+    std::int32_t npairs = 0;
+    Kokkos::deep_copy(exec_, Kokkos::View<std::int32_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&npairs),
+                      root_.npairs);
+    compat::fence(exec_, "moonep::portable::plan_done");
+    if (npairs > layout_.pair_capacity) {
+      throw RuntimeError("moonep portable planner: " + std::to_string(npairs) +
+                         " (expert, rank) pairs exceed the bound " + std::to_string(layout_.pair_capacity) +
+                         " (internal error)");
     }
   }
 
@@ -204,7 +282,13 @@ class PortablePlanner {
   world_type& world_;
   WorldClaim<world_type> claim_;
   ExecutionSpace exec_;
-  std::vector<Local> local_;
+  bool needs_puts_ = true;
+  portable::LocalRanks<ExecutionSpace> lr_;
+  typename T::crefs::HostMirror h_routing_, h_tpe_;
+  portable::InputScratch<ExecutionSpace> input_;
+  portable::PublishScratch<ExecutionSpace> publish_;
+  portable::PlanStore<ExecutionSpace> store_;
+  Kokkos::View<PutRun*, memory_space> counts_runs_;
   portable::RootScratch<ExecutionSpace> root_;
   plan_type plan_;
 };

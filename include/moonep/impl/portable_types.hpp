@@ -1,12 +1,28 @@
 // moonep/impl/portable_types.hpp — shorthands shared by the portable
-// planner's phases (all templates on the Kokkos execution space).
+// planner's phases (all templates on the Kokkos execution space), and the
+// one description of "the process's local ranks" every phase kernel runs
+// over.
+//
+// Every phase plans all local ranks in one policy: index spaces are
+// local-rank major (local index l = 0..L-1, L = world.local_ranks().size()),
+// per-rank scratch is one allocation with a rank dimension, and what a
+// kernel needs of rank l's chunks, inputs and outputs it finds through the
+// tables of LocalRanks (Views of pointers: a kernel cannot hold a View of
+// Views).
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "moonep/impl/kokkos_compat.hpp"
 
 namespace moonep::impl::portable {
+
+// A pointer stored in a View (one entry per rank).
+template <class T>
+struct Ref {
+  T* at;
+};
 
 template <class ExecutionSpace>
 struct Types {
@@ -14,18 +30,83 @@ struct Types {
   using mem = typename ExecutionSpace::memory_space;
   using ivec = Kokkos::View<std::int32_t*, mem>;
   using civec = Kokkos::View<const std::int32_t*, mem>;
+  using lvec = Kokkos::View<std::int64_t*, mem>;
   using imat = Kokkos::View<std::int32_t**, Kokkos::LayoutRight, mem>;
+  using refs = Kokkos::View<Ref<std::int32_t>*, mem>;
+  using crefs = Kokkos::View<Ref<const std::int32_t>*, mem>;
   using range = Kokkos::RangePolicy<ExecutionSpace>;
   using team_policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using member = typename team_policy::member_type;
   using scratch_space = typename ExecutionSpace::scratch_memory_space;
   using scratch_i64 = Kokkos::View<std::int64_t*, scratch_space, Kokkos::MemoryUnmanaged>;
   using scratch_i32 = Kokkos::View<std::int32_t*, scratch_space, Kokkos::MemoryUnmanaged>;
+
+  // Serial, OpenMP, Threads: the execution space runs on the host.
+  static constexpr bool host = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+};
+
+// How the kernels that have two forms walk their data: host style (few,
+// fat threads walking long ranges serially, which keeps caches warm) on a
+// host execution space, device style (many threads, short blocks, teams)
+// elsewhere. Both give the same plan. MOONEP_PORTABLE_DEVICE_STYLE=1 in the
+// environment forces the device style on a host space, so that the tests
+// run those kernels without a GPU. Read once per planner, at construction.
+template <class ExecutionSpace>
+bool host_style() {
+  if (!Types<ExecutionSpace>::host) return false;
+  const char* forced = std::getenv("MOONEP_PORTABLE_DEVICE_STYLE");
+  return !(forced && forced[0] != '\0' && !(forced[0] == '0' && forced[1] == '\0'));
+}
+
+// The local ranks of one planner, as kernels see them. Chunk pointers are
+// fixed at construction (the planner allocates the world's buffer once);
+// the input tables are refreshed by plan() when the caller's views move.
+template <class Exec>
+struct LocalRanks {
+  using T = Types<Exec>;
+  int count = 0;                             // L
+  Kokkos::View<int*, typename T::mem> rank;  // [L] world rank of local index l
+  typename T::refs chunk;                    // [L] local_chunk(rank[l]), its start
+  typename T::refs shared_tables;            // [L] the shared tables region rank l reads
+  // [R] by world rank d: the start of d's chunk when this process stores
+  // into it in place (d local, world directly addressable), else null:
+  // what goes to d then travels through put_runs.
+  typename T::refs direct_chunk;
+  typename T::crefs routing;                 // [L] routing[l].data()
+  typename T::crefs tpe;                     // [L] tokens_per_expert[l].data(), or null
 };
 
 // Round count up to a multiple of tp (0 stays 0).
 KOKKOS_INLINE_FUNCTION std::int64_t padded_size(std::int64_t count, std::int64_t tp) {
   return count > 0 ? (count + tp - 1) / tp * tp : 0;
+}
+
+// Splits a flat index i = q*d + r (local rank major) into q and r without
+// an integer division, which costs tens of cycles per element on a CPU in
+// the hot loops and is emulated on GPUs: a floating-point estimate of q,
+// corrected by one. Exact for 0 <= i < 2^52.
+struct IndexSplit {
+  std::int64_t d = 1;
+  double inv = 1.0;
+  IndexSplit() = default;
+  explicit IndexSplit(std::int64_t divisor) : d(divisor), inv(1.0 / static_cast<double>(divisor)) {}
+  KOKKOS_INLINE_FUNCTION std::int64_t quotient(std::int64_t i) const {
+    std::int64_t q = static_cast<std::int64_t>(static_cast<double>(i) * inv);
+    if (q * d > i) {
+      --q;
+    } else if ((q + 1) * d <= i) {
+      ++q;
+    }
+    return q;
+  }
+};
+
+// Team scratch for `n` values of ScratchView; picks level 0 while small.
+template <class ScratchView, class Policy>
+Policy with_scratch(Policy policy, std::int64_t n, int* level) {
+  const std::size_t bytes = ScratchView::shmem_size(static_cast<std::size_t>(n));
+  *level = compat::scratch_level_for(bytes);
+  return policy.set_scratch_size(*level, Kokkos::PerTeam(bytes));
 }
 
 }  // namespace moonep::impl::portable
