@@ -57,6 +57,7 @@
 #include "moonep/impl/phase_c2.hpp"
 #include "moonep/impl/phase_d.hpp"
 #include "moonep/impl/phase_input.hpp"
+#include "moonep/impl/portable_instances.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/world.hpp"

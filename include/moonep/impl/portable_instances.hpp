@@ -1,0 +1,69 @@
+// moonep/impl/portable_instances.hpp — the portable phases' kernels are
+// instantiated once, in libmoonep (src/portable/phase_instances.cpp), for
+// every execution space the Kokkos it was built with enables; code that
+// includes moonep/planner.hpp links to those instead of instantiating them.
+//
+// Why: nvcc miscompiles extended (KOKKOS_LAMBDA) lambdas of a function
+// template that several translation units instantiate: on an H200, a
+// program that planned with Planner<Kokkos::Cuda, PortablePhases> in its own
+// code and through libmoonep's HostPlanner called a null pointer. One
+// instantiation per program avoids it (and spares users the compile time).
+// Execution spaces not listed here are instantiated where they are used, as
+// any template.
+//
+// What must stay true: every function template of the phase headers that
+// launches a kernel is named in MOONEP_PORTABLE_PHASE_FUNCTIONS.
+#pragma once
+
+#include "moonep/impl/phase_b.hpp"
+#include "moonep/impl/phase_c2.hpp"
+#include "moonep/impl/phase_d.hpp"
+#include "moonep/impl/phase_input.hpp"
+
+// X(Exec, function) for each kernel-launching phase function.
+#define MOONEP_PORTABLE_PHASE_FUNCTIONS(X, Exec) \
+  X(Exec, histogram_and_check)                   \
+  X(Exec, clear_slots)                           \
+  X(Exec, stable_counting_sort)                  \
+  X(Exec, plan_root)                             \
+  X(Exec, broadcast)                             \
+  X(Exec, destinations_and_dedup)                \
+  X(Exec, publication_runs)                      \
+  X(Exec, rank_outputs_host)                     \
+  X(Exec, rank_outputs_device)                   \
+  X(Exec, rank_outputs)
+
+#define MOONEP_PORTABLE_EXTERN_ONE(Exec, f) \
+  extern template decltype(f<Exec>) f<Exec>;
+#define MOONEP_PORTABLE_INSTANTIATE_ONE(Exec, f) \
+  template decltype(f<Exec>) f<Exec>;
+
+// X(Exec) for each execution space libmoonep instantiates the phases for.
+#if defined(KOKKOS_ENABLE_SERIAL)
+#define MOONEP_PORTABLE_FOR_SERIAL(X) X(Kokkos::Serial)
+#else
+#define MOONEP_PORTABLE_FOR_SERIAL(X)
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+#define MOONEP_PORTABLE_FOR_OPENMP(X) X(Kokkos::OpenMP)
+#else
+#define MOONEP_PORTABLE_FOR_OPENMP(X)
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+#define MOONEP_PORTABLE_FOR_CUDA(X) X(Kokkos::Cuda)
+#else
+#define MOONEP_PORTABLE_FOR_CUDA(X)
+#endif
+#define MOONEP_PORTABLE_FOR_EACH_SPACE(X) \
+  MOONEP_PORTABLE_FOR_SERIAL(X) MOONEP_PORTABLE_FOR_OPENMP(X) MOONEP_PORTABLE_FOR_CUDA(X)
+
+#define MOONEP_PORTABLE_EXTERN_SPACE(Exec) MOONEP_PORTABLE_PHASE_FUNCTIONS(MOONEP_PORTABLE_EXTERN_ONE, Exec)
+#define MOONEP_PORTABLE_INSTANTIATE_SPACE(Exec) MOONEP_PORTABLE_PHASE_FUNCTIONS(MOONEP_PORTABLE_INSTANTIATE_ONE, Exec)
+
+// (Inside the namespace: an explicit instantiation names the function
+// unqualified.)
+#ifndef MOONEP_PORTABLE_INSTANTIATING
+namespace moonep::impl::portable {
+MOONEP_PORTABLE_FOR_EACH_SPACE(MOONEP_PORTABLE_EXTERN_SPACE)
+}  // namespace moonep::impl::portable
+#endif
