@@ -180,7 +180,7 @@ class InProcessWorld final : public World<MemorySpace> {
   // The whole buffer (all chunks), for tests and tools.
   chunk_view buffer() const { return buffer_; }
 
- private:
+ // Public only because nvcc's kernel stubs name the functor type.
   // One team per run copies it. A functor, not a lambda: nvcc miscompiles
   // extended lambdas of a template instantiated in several translation
   // units (the library and its user both instantiate this one), calling
@@ -199,6 +199,7 @@ class InProcessWorld final : public World<MemorySpace> {
     }
   };
 
+ private:
   int ranks_;
   std::vector<int> local_;
   std::int64_t chunk_ = 0;
