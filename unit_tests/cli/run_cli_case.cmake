@@ -12,12 +12,6 @@
 #                   summary goes there when the plan goes to stdout);
 #                   without it a run must write no line starting with
 #                   "moonep-plan" there
-# Lines on stderr that do not start with "moonep-plan" are ignored: they are
-# a dependency's (Kokkos 4.x's OpenMP backend warns about OMP_PROC_BIND at
-# initialize, MPI may print notices), not moonep-plan's output, and no test
-# should fail on them. The cli_runner_* tests (tests_cli.cmake, with
-# fake_moonep_plan.sh) check that a missing, repeated or partial error line
-# still fails.
 #   OUTPUT          the plan file the run names; OUTPUT_MODE says what to
 #                   expect of it: absent (not created), untouched (a file
 #                   that existed before keeps its content), both (absent,
@@ -26,6 +20,12 @@
 #   STDOUT_FILE     save standard output there
 #   INPUT_FILE      feed this file on standard input
 #   CHECK           a command that must succeed afterwards
+# Lines on stderr that do not start with "moonep-plan" are ignored: they are
+# a dependency's (Kokkos 4.x's OpenMP backend warns about OMP_PROC_BIND at
+# initialize, MPI may print notices), not moonep-plan's output, and no test
+# should fail on them. The cli_runner_* tests (tests_cli.cmake, with
+# fake_moonep_plan.sh) check that a missing, repeated or partial error line
+# still fails.
 cmake_minimum_required(VERSION 3.18)
 
 string(REPLACE "|" ";" args "${ARGS}")
