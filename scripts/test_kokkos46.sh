@@ -187,8 +187,9 @@ leg_cuda() {
   if [[ ! -x "$cuda_bin/nvcc" ]]; then
     result cuda FAILED "no $cuda_bin/nvcc"; return 0
   fi
-  # Trimmed, as everything is slow under nvcc_wrapper (the whole build took
-  # 18 min here): MPI off (host code, built and tested by the other legs;
+  # Trimmed, as everything is slow under nvcc_wrapper (untrimmed, this leg
+  # took 18 min on a busy 2-core machine, 6.5 min trimmed on a quiet one):
+  # MPI off (host code, built and tested by the other legs;
   # its test binaries and benchmark cost a quarter of this leg; the GPU
   # bundle is built without MPI too) and examples off (moe_layer needs a
   # Kokkos Kernels over this Kokkos, which we lack; minimal's code is the
