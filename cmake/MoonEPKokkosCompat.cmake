@@ -8,8 +8,17 @@
 # Upstream Kokkos 4.x/5.x and Kokkos Kernels installs (Spack, source builds)
 # need none of this; every fix below is a no-op there.
 #
-# After inclusion: targets Kokkos::kokkos and Kokkos::kokkoskernels exist,
-# MoonEP_KOKKOS_VERSION holds the Kokkos version string.
+# One Kokkos per binary: Kokkos Kernels is used only if it was built for the
+# Kokkos found here. Debian's trilinos_kokkoskernels only with Debian's own
+# (Trilinos-packaged) Kokkos; with any other Kokkos, only a Kokkos Kernels of
+# the same major.minor version (KokkosKernels_ROOT or CMAKE_PREFIX_PATH),
+# else none: linking Debian's Kokkos Kernels beside, say, Kokkos 4.6 would
+# put two Kokkos runtimes in one program.
+#
+# After inclusion: target Kokkos::kokkos exists, MoonEP_KOKKOS_VERSION holds
+# the Kokkos version string, MoonEP_HAVE_KOKKOSKERNELS is ON when target
+# Kokkos::kokkoskernels may be linked (OFF: MoonEP_KOKKOSKERNELS_WHY_NOT
+# says why).
 
 find_package(Kokkos REQUIRED)
 
@@ -55,21 +64,92 @@ if(MoonEP_KOKKOS_VERSION VERSION_LESS 3.4)
   message(FATAL_ERROR "MoonEP needs Kokkos >= 3.4, found ${MoonEP_KOKKOS_VERSION}")
 endif()
 
-find_package(KokkosKernels QUIET)
-if(NOT TARGET Kokkos::kokkoskernels)
-  if(TARGET trilinos_kokkoskernels)
-    add_library(Kokkos::kokkoskernels INTERFACE IMPORTED)
-    set_target_properties(Kokkos::kokkoskernels PROPERTIES
-      INTERFACE_LINK_LIBRARIES "trilinos_kokkoskernels;Kokkos::kokkos")
-    message(STATUS "MoonEP: using Debian's trilinos_kokkoskernels as Kokkos::kokkoskernels")
-  elseif(KokkosKernels_FOUND)
-    message(FATAL_ERROR "MoonEP: KokkosKernels was found but exports neither "
-      "Kokkos::kokkoskernels nor trilinos_kokkoskernels")
+# Debian's Kokkos is packaged inside Trilinos (TriBITS), whose config
+# defines bare trilinos_* targets; upstream/Spack Kokkos defines none.
+if(TARGET trilinos_kokkoscore)
+  set(_moonep_kokkos_trilinos ON)
+else()
+  set(_moonep_kokkos_trilinos OFF)
+endif()
+
+set(MoonEP_HAVE_KOKKOSKERNELS OFF)
+set(MoonEP_KOKKOSKERNELS_WHY_NOT "")
+string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _moonep_kokkos_mm "${MoonEP_KOKKOS_VERSION}")
+set(_moonep_kokkos_major "${CMAKE_MATCH_1}")
+set(_moonep_kokkos_minor "${CMAKE_MATCH_2}")
+if(_moonep_kokkos_trilinos)
+  # Debian's KokkosKernels config has no version file: ask for no version.
+  find_package(KokkosKernels QUIET)
+else()
+  # A version keeps CMake from even loading a Kokkos Kernels config of
+  # another version (and Debian's, which has no version file).
+  if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.19)
+    math(EXPR _moonep_kokkos_next "${_moonep_kokkos_minor} + 1")
+    find_package(KokkosKernels
+      ${_moonep_kokkos_mm}...<${_moonep_kokkos_major}.${_moonep_kokkos_next} QUIET)
+  else()
+    find_package(KokkosKernels ${_moonep_kokkos_mm} QUIET)
   endif()
 endif()
-if(TARGET Kokkos::kokkoskernels)
-  set(MoonEP_HAVE_KOKKOSKERNELS ON)
+
+if(KokkosKernels_FOUND AND TARGET Kokkos::kokkoskernels AND NOT TARGET trilinos_kokkoskernels)
+  # An upstream Kokkos Kernels: its major.minor must be Kokkos'.
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _moonep_kk_mm "${KokkosKernels_VERSION}")
+  if(_moonep_kk_mm STREQUAL _moonep_kokkos_mm)
+    set(MoonEP_HAVE_KOKKOSKERNELS ON)
+  else()
+    string(CONCAT MoonEP_KOKKOSKERNELS_WHY_NOT "Kokkos Kernels ${KokkosKernels_VERSION} "
+      "(${KokkosKernels_DIR}) was not built for Kokkos ${MoonEP_KOKKOS_VERSION}")
+  endif()
+elseif(KokkosKernels_FOUND AND TARGET trilinos_kokkoskernels)
+  if(_moonep_kokkos_trilinos)
+    if(NOT TARGET Kokkos::kokkoskernels)
+      add_library(Kokkos::kokkoskernels INTERFACE IMPORTED)
+      set_target_properties(Kokkos::kokkoskernels PROPERTIES
+        INTERFACE_LINK_LIBRARIES "trilinos_kokkoskernels;Kokkos::kokkos")
+      if(NOT MoonEP_FIND_QUIETLY)
+        message(STATUS "MoonEP: using Debian's trilinos_kokkoskernels as Kokkos::kokkoskernels")
+      endif()
+    endif()
+    set(MoonEP_HAVE_KOKKOSKERNELS ON)
+  else()
+    string(CONCAT MoonEP_KOKKOSKERNELS_WHY_NOT "Debian's trilinos_kokkoskernels "
+      "(${KokkosKernels_DIR}) goes with Debian's Kokkos only, not Kokkos "
+      "${MoonEP_KOKKOS_VERSION}")
+  endif()
+elseif(KokkosKernels_FOUND)
+  message(FATAL_ERROR "MoonEP: KokkosKernels was found but exports neither "
+    "Kokkos::kokkoskernels nor trilinos_kokkoskernels")
 else()
-  set(MoonEP_HAVE_KOKKOSKERNELS OFF)
-  message(STATUS "MoonEP: Kokkos Kernels not found; the MoE layer example is skipped")
+  set(MoonEP_KOKKOSKERNELS_WHY_NOT "no Kokkos Kernels")
+  if(NOT _moonep_kokkos_trilinos)
+    string(APPEND MoonEP_KOKKOSKERNELS_WHY_NOT " ${_moonep_kokkos_mm}.x")
+  endif()
+  string(APPEND MoonEP_KOKKOSKERNELS_WHY_NOT " found for Kokkos ${MoonEP_KOKKOS_VERSION}")
+  # What find_package looked at and turned down: another version, or
+  # Debian's, which has no version file.
+  set(_moonep_kk_seen "")
+  foreach(_cfg _ver IN ZIP_LISTS KokkosKernels_CONSIDERED_CONFIGS KokkosKernels_CONSIDERED_VERSIONS)
+    if(_cfg)
+      get_filename_component(_cfg "${_cfg}" DIRECTORY)
+      get_filename_component(_cfg "${_cfg}" REALPATH)
+      if(NOT _ver OR _ver STREQUAL "unknown")
+        set(_ver "no version file")
+      else()
+        set(_ver "version ${_ver}")
+      endif()
+      list(APPEND _moonep_kk_seen "${_cfg} (${_ver})")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _moonep_kk_seen)
+  if(_moonep_kk_seen)
+    string(REPLACE ";" ", " _moonep_kk_seen "${_moonep_kk_seen}")
+    string(APPEND MoonEP_KOKKOSKERNELS_WHY_NOT " (passed over: ${_moonep_kk_seen})")
+  endif()
+  string(APPEND MoonEP_KOKKOSKERNELS_WHY_NOT "; set KokkosKernels_ROOT to a matching one")
+endif()
+# For find_package(MoonEP); MoonEP's own build says it where it skips the
+# example that needs Kokkos Kernels (examples/CMakeLists.txt).
+if(NOT MoonEP_HAVE_KOKKOSKERNELS AND NOT MoonEP_FIND_QUIETLY AND NOT PROJECT_NAME STREQUAL "MoonEP")
+  message(STATUS "MoonEP: not using Kokkos Kernels: ${MoonEP_KOKKOSKERNELS_WHY_NOT}")
 endif()

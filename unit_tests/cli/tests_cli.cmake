@@ -23,6 +23,47 @@ function(moonep_cli_test name)
   add_test(NAME cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_cli_dir}/run_cli_case.cmake)
 endfunction()
 
+# ---- the runner itself (run_cli_case.cmake), on fake_moonep_plan.sh: a
+# dependency's lines on stderr are ignored, but a bad-input run still needs
+# exactly one whole "moonep-plan: error: ..." line naming the texts, and a
+# successful run no moonep-plan line. A case given FAILS_WITH passes only
+# when the runner fails with that message.
+find_program(MoonEP_SH NAMES sh)
+function(moonep_cli_runner_test name mode)
+  cmake_parse_arguments(T "" "EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;FAILS_WITH" "" ${ARGN})
+  set(defs -DEXE=${MoonEP_SH} "-DARGS=${_cli_dir}/fake_moonep_plan.sh|${mode}"
+           -DWORK=${_cli_work}/runner_${name} -DEXPECT_RC=${T_EXPECT_RC})
+  foreach(key EXPECT_STDERR EXPECT_STDOUT)
+    if(DEFINED T_${key})
+      list(APPEND defs "-D${key}=${T_${key}}")
+    endif()
+  endforeach()
+  add_test(NAME cli_runner_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_cli_dir}/run_cli_case.cmake)
+  if(DEFINED T_FAILS_WITH)
+    set_tests_properties(cli_runner_${name} PROPERTIES PASS_REGULAR_EXPRESSION "${T_FAILS_WITH}")
+  endif()
+endfunction()
+if(MoonEP_SH)
+  set(_fake_error "p.json: |routing[2][7]: expected an integer expert id")
+  moonep_cli_runner_test(ignores_warning_before_error warning_then_error EXPECT_RC 2 EXPECT_STDERR "${_fake_error}")
+  moonep_cli_runner_test(ignores_warning_after_error error_then_warning EXPECT_RC 2 EXPECT_STDERR "${_fake_error}")
+  moonep_cli_runner_test(ignores_warning_on_success success_warning EXPECT_RC 0 EXPECT_STDOUT "ok")
+  moonep_cli_runner_test(fails_without_error_line warning_only EXPECT_RC 2 EXPECT_STDERR "${_fake_error}"
+    FAILS_WITH "stderr has 0 lines starting with 'moonep-plan'")
+  moonep_cli_runner_test(fails_on_two_error_lines two_errors EXPECT_RC 2 EXPECT_STDERR "${_fake_error}"
+    FAILS_WITH "stderr has 2 lines starting with 'moonep-plan'")
+  moonep_cli_runner_test(fails_on_partial_error_line partial_error EXPECT_RC 2 EXPECT_STDERR "p.json: "
+    FAILS_WITH "moonep-plan line is not one whole line")
+  moonep_cli_runner_test(fails_on_error_mid_line error_mid_line EXPECT_RC 2 EXPECT_STDERR "${_fake_error}"
+    FAILS_WITH "stderr has 0 lines starting with 'moonep-plan'")
+  moonep_cli_runner_test(fails_on_missing_text warning_then_error EXPECT_RC 2 EXPECT_STDERR "p.json: |not named here"
+    FAILS_WITH "stderr does not name 'not named here'")
+  moonep_cli_runner_test(fails_on_moonep_line_on_success success_moonep_line EXPECT_RC 0
+    FAILS_WITH "unexpected moonep-plan output on stderr")
+else()
+  message(STATUS "MoonEP: no sh found; the cli_runner_* tests of run_cli_case.cmake are skipped")
+endif()
+
 # ---- bad problem files: exit 2, one line naming the file and the place, no
 # output file, an existing output file untouched. (Expected texts: keep [ ]
 # balanced, CMake lists do not split inside brackets.)

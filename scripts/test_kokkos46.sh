@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# scripts/test_kokkos46.sh [LEG...] — MoonEP against upstream Kokkos 4.6.01
+# (scripts/test.sh covers Debian's Kokkos 3.4). .ci/run runs it after
+# test.sh when the shared Kokkos folder exists; developers can run it too.
+# Legs (default: all three, in this order):
+#   openmp  Kokkos 4.6.01 Serial+OpenMP with Kokkos Kernels 4.6.01: configure,
+#           build everything, run the whole CTest suite with OMP_NUM_THREADS=2;
+#           then configure once more without KokkosKernels_ROOT to check that
+#           no other Kokkos Kernels (Debian's) is taken: moe_layer is skipped.
+#   cuda    Kokkos 4.6.01 Serial+Cuda (sm_90) with nvcc_wrapper and the CUDA
+#           specialization: build only (no GPU driver here, so no program
+#           can start); without MPI and examples (see leg_cuda for why).
+#   cxx20   C++20, the standard Kokkos 5 requires, against the OpenMP build:
+#           build everything and run the suite without the MPI tests.
+# Each leg prints a banner and ends with one line "RESULT <leg>: ...".
+# The script fails if any leg failed, after running all the asked-for legs.
+#
+# The Kokkos builds are the tarballs of $MOONEP_SHARED_DIR/kokkos (default
+# <repo>/../shared; see its README.md), unpacked into $MOONEP_K46_DIR/deps
+# (default build-k46/deps, ignored by git) once per tarball; each leg builds
+# in $MOONEP_K46_DIR/<leg>. MOONEP_BUILD_JOBS: parallel compile jobs (default:
+# the number of cores). Needs the Debian packages of scripts/install_deps.sh
+# (test.sh installs them) and, for the cuda leg, /usr/local/cuda.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+
+shared="${MOONEP_SHARED_DIR:-$repo/../shared}"
+kokkos_dir="$shared/kokkos"
+top="${MOONEP_K46_DIR:-build-k46}"
+jobs="${MOONEP_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+cuda_bin=/usr/local/cuda/bin
+
+legs=("$@")
+[[ ${#legs[@]} -gt 0 ]] || legs=(openmp cuda cxx20)
+for leg in "${legs[@]}"; do
+  case "$leg" in
+    openmp|cuda|cxx20) ;;
+    *) echo "test_kokkos46.sh: unknown leg '$leg' (expected openmp, cuda or cxx20)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ ! -d "$kokkos_dir" ]]; then
+  echo "test_kokkos46.sh: no Kokkos builds: $kokkos_dir does not exist (set MOONEP_SHARED_DIR)" >&2
+  exit 1
+fi
+mkdir -p "$top/deps"
+top="$(cd "$top" && pwd)"
+deps="$top/deps"
+
+# unpack NAME: $deps/NAME from $kokkos_dir/NAME.tar.gz (again if the tarball
+# is newer than the last unpacking); prints the prefix.
+unpack() {
+  local name=$1 tarball="$kokkos_dir/$1.tar.gz" stamp="$deps/.$1.unpacked"
+  if [[ ! -f "$tarball" ]]; then
+    echo "test_kokkos46.sh: missing $tarball (see $kokkos_dir/README.md)" >&2
+    return 1
+  fi
+  if [[ ! -f "$stamp" || "$tarball" -nt "$stamp" || ! -d "$deps/$name" ]]; then
+    echo "test_kokkos46.sh: unpacking $tarball" >&2
+    rm -rf "${deps:?}/$name" "$deps/.$name.tmp"
+    mkdir -p "$deps/.$name.tmp"
+    tar -xzf "$tarball" -C "$deps/.$name.tmp"
+    if [[ ! -d "$deps/.$name.tmp/$name" ]]; then
+      echo "test_kokkos46.sh: $tarball does not unpack to one folder $name/" >&2
+      return 1
+    fi
+    mv "$deps/.$name.tmp/$name" "$deps/$name"
+    rmdir "$deps/.$name.tmp"
+    touch "$stamp"
+  fi
+  echo "$deps/$name"
+}
+
+banner() {
+  echo
+  echo "=================================================================="
+  echo "== test_kokkos46.sh leg $1: $2"
+  echo "=================================================================="
+}
+
+declare -a results=()
+failed=0
+result() {  # result LEG OK|FAILED TEXT
+  local line="RESULT $1: $2 — $3"
+  echo "$line"
+  results+=("$line")
+  [[ $2 == OK ]] || failed=1
+}
+
+# configure DIR ARGS...: a Release/Ninja configure from a fresh cache (what
+# was built before stays: a second run rebuilds only what changed); the log
+# in DIR.configure.log.
+configure() {
+  local dir=$1; shift
+  mkdir -p "$dir"
+  rm -f "$dir/CMakeCache.txt"
+  cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" 2>&1 | tee "$dir.configure.log"
+}
+
+# build DIR: everything, going on past a failure so that one broken file
+# does not hide the others; sets build_steps and build_failed (the number of
+# failed commands) and lists the failures.
+build() {
+  local dir=$1 rc=0
+  cmake --build "$dir" -j "$jobs" -- -k 0 2>&1 | tee "$dir.build.log" || rc=$?
+  build_steps=$(sed -n 's/^\[[0-9]*\/\([0-9]*\)\].*/\1/p' "$dir.build.log" | tail -n1)
+  build_failed=$(grep -c '^FAILED: ' "$dir.build.log" || true)
+  if [[ $rc -ne 0 && $build_failed -eq 0 ]]; then build_failed=1; fi
+  if [[ $build_failed -ne 0 ]]; then
+    echo "--- failed build commands:"
+    grep '^FAILED: ' "$dir.build.log" || true
+  fi
+  return 0
+}
+
+# run_ctest DIR ARGS...: sets tests_summary ("N passed, F failed, S skipped
+# of T") and tests_ok.
+run_ctest() {
+  local dir=$1; shift
+  local rc=0
+  (cd "$dir" && ctest --output-on-failure "$@") 2>&1 | tee "$dir.ctest.log" || rc=$?
+  local line total failed_n skipped
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$dir.ctest.log" | tail -n1 || true)
+  if [[ -z "$line" ]]; then
+    tests_summary="ctest gave no summary (exit $rc)"
+    tests_ok=0
+    return 0
+  fi
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  failed_n=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  skipped=$(grep -cE '^[[:space:]]*[0-9]+ - .*\((Skipped|Disabled)\)$' "$dir.ctest.log" || true)
+  tests_summary="$((total - failed_n - skipped)) passed, $failed_n failed, $skipped skipped of $total tests"
+  if [[ $rc -eq 0 && $failed_n -eq 0 ]]; then tests_ok=1; else tests_ok=0; fi
+}
+
+# The MPI tests run mpirun; CI containers run as root, with fewer cores than
+# some tests have ranks (as in test.sh). The MPI tests set OMP_WAIT_POLICY
+# themselves (unit_tests/tests_mpi.cmake says why).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+leg_openmp() {
+  banner openmp "Kokkos 4.6.01 OpenMP + Kokkos Kernels 4.6.01, full suite, OMP_NUM_THREADS=2"
+  local kokkos kk dir="$top/openmp"
+  kokkos=$(unpack kokkos-4.6.01-openmp) && kk=$(unpack kokkos-kernels-4.6.01-openmp) || {
+    result openmp FAILED "Kokkos tarballs missing"; return 0; }
+  if ! configure "$dir" -DKokkos_ROOT="$kokkos" -DKokkosKernels_ROOT="$kk" -DMoonEP_ENABLE_CUDA=OFF; then
+    result openmp FAILED "configure failed (see above)"; return 0
+  fi
+  # One Kokkos per binary: nothing of Debian's Trilinos-packaged Kokkos.
+  if grep -q trilinos "$dir/build.ninja"; then
+    result openmp FAILED "the build links Debian's Trilinos Kokkos beside Kokkos 4.6: $(grep -o '[^ ]*trilinos[^ ]*' "$dir/build.ninja" | sort -u | head -n3 | tr '\n' ' ')"
+    return 0
+  fi
+  build "$dir"
+  if [[ $build_failed -ne 0 ]]; then
+    result openmp FAILED "build: $build_failed of $build_steps commands failed"; return 0
+  fi
+  # OMP_PROC_BIND stays unset, as for most users: Kokkos then warns on
+  # stderr at initialize, which the CLI tests must (and do) tolerate.
+  OMP_NUM_THREADS=2 run_ctest "$dir"
+  if [[ $tests_ok -ne 1 ]]; then
+    result openmp FAILED "build OK ($build_steps commands); tests: $tests_summary"; return 0
+  fi
+
+  # Without KokkosKernels_ROOT: Debian's Kokkos Kernels (for its Kokkos 3.4)
+  # is there, but must not be taken; the MoE layer example is skipped.
+  local nokk="$top/openmp-no-kk"
+  if ! configure "$nokk" -DKokkos_ROOT="$kokkos" -DMoonEP_ENABLE_CUDA=OFF >/dev/null; then
+    result openmp FAILED "tests: $tests_summary; configure without KokkosKernels_ROOT failed ($nokk.configure.log)"
+    return 0
+  fi
+  if grep -q trilinos "$nokk/build.ninja" || ! grep -q 'examples/moe_layer skipped' "$nokk.configure.log"; then
+    result openmp FAILED "tests: $tests_summary; without KokkosKernels_ROOT the build still uses a Kokkos Kernels ($nokk.configure.log)"
+    return 0
+  fi
+  echo "without KokkosKernels_ROOT: $(grep 'examples/moe_layer skipped' "$nokk.configure.log")"
+  rm -rf "$nokk"
+  result openmp OK "build OK ($build_steps commands); tests: $tests_summary; without KokkosKernels_ROOT: moe_layer skipped, no Debian Kokkos Kernels"
+}
+
+leg_cuda() {
+  banner cuda "Kokkos 4.6.01 CUDA (sm_90) + CUDA specialization, build only"
+  local kokkos dir="$top/cuda"
+  kokkos=$(unpack kokkos-4.6.01-cuda13-sm90) || { result cuda FAILED "Kokkos tarball missing"; return 0; }
+  if [[ ! -x "$cuda_bin/nvcc" ]]; then
+    result cuda FAILED "no $cuda_bin/nvcc"; return 0
+  fi
+  # Trimmed, as everything is slow under nvcc_wrapper (untrimmed, this leg
+  # took 18 min on a busy 2-core machine, 6.5 min trimmed on a quiet one):
+  # MPI off (host code, built and tested by the other legs;
+  # its test binaries and benchmark cost a quarter of this leg; the GPU
+  # bundle is built without MPI too) and examples off (moe_layer needs a
+  # Kokkos Kernels over this Kokkos, which we lack; minimal's code is the
+  # unit tests'). The library, moonep-plan, every unit test and perf_tests
+  # are built.
+  if ! PATH="$cuda_bin:$PATH" configure "$dir" -DKokkos_ROOT="$kokkos" \
+       -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DMoonEP_ENABLE_CUDA=ON \
+       -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF -DMoonEP_ENABLE_EXAMPLES=OFF; then
+    result cuda FAILED "configure failed (see above)"; return 0
+  fi
+  PATH="$cuda_bin:$PATH" build "$dir"
+  if [[ $build_failed -ne 0 ]]; then
+    result cuda FAILED "build: $build_failed of $build_steps commands failed: $(grep '^FAILED: ' "$dir.build.log" | sed 's/^FAILED: //; s/ *$//' | paste -sd' ')"
+    return 0
+  fi
+  result cuda OK "build OK ($build_steps commands); no tests run (no GPU driver here)"
+}
+
+leg_cxx20() {
+  banner cxx20 "C++20 (as Kokkos 5 needs) against Kokkos 4.6.01 OpenMP + Kokkos Kernels"
+  local kokkos kk dir="$top/cxx20"
+  kokkos=$(unpack kokkos-4.6.01-openmp) && kk=$(unpack kokkos-kernels-4.6.01-openmp) || {
+    result cxx20 FAILED "Kokkos tarballs missing"; return 0; }
+  if ! configure "$dir" -DKokkos_ROOT="$kokkos" -DKokkosKernels_ROOT="$kk" \
+       -DMoonEP_ENABLE_CUDA=OFF -DCMAKE_CXX_STANDARD=20; then
+    result cxx20 FAILED "configure failed (see above)"; return 0
+  fi
+  build "$dir"
+  if [[ $build_failed -ne 0 ]]; then
+    result cxx20 FAILED "build: $build_failed of $build_steps commands failed"; return 0
+  fi
+  # It really was C++20: every compile command says so.
+  local n17 n20
+  n20=$(grep -c -- '-std=c++20' "$dir/compile_commands.json" || true)
+  n17=$(grep -c -- '-std=c++17' "$dir/compile_commands.json" || true)
+  if [[ $n20 -eq 0 || $n17 -ne 0 ]]; then
+    result cxx20 FAILED "build OK but $n20 commands use -std=c++20, $n17 -std=c++17"; return 0
+  fi
+  # The MPI tests add nothing that C++20 changes over the openmp leg.
+  OMP_NUM_THREADS=2 run_ctest "$dir" -LE mpi
+  if [[ $tests_ok -ne 1 ]]; then
+    result cxx20 FAILED "build OK ($n20 commands -std=c++20); tests (no MPI): $tests_summary"; return 0
+  fi
+  result cxx20 OK "build OK ($build_steps commands, all -std=c++20); tests (no MPI): $tests_summary"
+}
+
+for leg in "${legs[@]}"; do
+  start=$SECONDS
+  time "leg_$leg"
+  results[${#results[@]}-1]+=" [$((SECONDS - start)) s]"
+done
+
+echo
+echo "== test_kokkos46.sh summary"
+printf '%s\n' "${results[@]}"
+exit "$failed"
