@@ -7,17 +7,15 @@
 #include <new>
 #include <string>
 
+#include "error_line.hpp"
 #include "moonep/error.hpp"
 #include "plan_options.hpp"
 #include "plan_worlds.hpp"
 
 namespace {
 
-int fail(int status, std::string message) {
-  for (char& c : message)
-    if (c == '\n' || c == '\r') c = ' ';
-  std::fflush(stdout);
-  std::fprintf(stderr, "moonep-plan: error: %s\n", message.c_str());
+int fail(int status, const std::string& message) {
+  moonep::tools::print_error_line(message);
   return status;
 }
 

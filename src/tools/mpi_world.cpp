@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "error_line.hpp"
 #include "kokkos_session.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
@@ -107,13 +108,7 @@ int agreed_stage(const std::function<void()>& stage, int rank, int size) {
   // Rank 0 prints the line itself, before anybody exits: mpirun kills the
   // remaining processes as soon as one exits non-zero, which would lose a
   // line printed later by main(). Same format as main()'s.
-  if (rank == 0) {
-    for (char& c : message)
-      if (c == '\n' || c == '\r') c = ' ';
-    std::fflush(stdout);
-    std::fprintf(stderr, "moonep-plan: error: %s\n", message.c_str());
-    std::fflush(stderr);
-  }
+  if (rank == 0) print_error_line(message);
   MPI_Barrier(MPI_COMM_WORLD);
   return worst;
 }
