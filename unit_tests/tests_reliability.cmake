@@ -18,4 +18,5 @@ function(moonep_add_cli_test name)
   add_dependencies(${name} moonep-plan)
 endfunction()
 
+moonep_add_cli_test(test_output_paths test_output_paths.cpp)
 moonep_add_cli_test(test_error_lines test_error_lines.cpp)

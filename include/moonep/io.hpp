@@ -37,9 +37,20 @@ std::string plan_to_json(const HostPlan& plan);
 HostPlan parse_plan(const std::string& json_text);
 HostPlan read_plan_file(const std::string& path);
 
-// Writes to a temporary file in the destination's directory and renames it
-// over `path`, so a failure (RuntimeError) leaves no partial file and an
-// existing file untouched. "-" writes to standard output.
+// Writes the plan file where `path` leads (docs/cli.md, "Output paths"):
+//  * a regular file (existing or not, also behind symlinks): a temporary
+//    file in the final file's directory, renamed over it once complete, so
+//    a failure (RuntimeError) leaves no partial file and an existing file
+//    untouched; symlinks stay, their target is replaced;
+//  * a character device or a FIFO (/dev/null, /dev/full, a named pipe with
+//    a reader): written through in place, the node never replaced; a FIFO
+//    without a reader, a full device: RuntimeError;
+//  * "-", /dev/stdout, /dev/stderr, /dev/fd/N: that descriptor;
+//  * a directory, block device or socket: RuntimeError, nothing written.
 void write_plan_file(const HostPlan& plan, const std::string& path);
+
+// True when an output path writes to standard output ("-", /dev/stdout,
+// /dev/fd/1), so that a tool can send its other output elsewhere.
+bool writes_to_standard_output(const std::string& path);
 
 }  // namespace moonep

@@ -6,6 +6,7 @@
 #include "json_writer.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
+#include "output_file.hpp"
 #include "text_files.hpp"
 
 namespace moonep {
@@ -165,8 +166,10 @@ HostPlan read_plan_file(const std::string& path) {
   return io::with_file_context(path, [&] { return parse_plan(text); });
 }
 
+bool writes_to_standard_output(const std::string& path) { return io::names_standard_output(path); }
+
 void write_plan_file(const HostPlan& plan, const std::string& path) {
-  io::write_text_file_atomically(path, plan_to_json(plan), "plan file");
+  io::write_text_output(path, plan_to_json(plan), "plan file");
 }
 
 }  // namespace moonep

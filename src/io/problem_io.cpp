@@ -56,7 +56,7 @@ std::string problem_to_json(const Problem& p) {
 }
 
 void write_problem_file(const Problem& p, const std::string& path) {
-  io::write_text_file_atomically(path, problem_to_json(p), "problem file");
+  io::write_text_output(path, problem_to_json(p), "problem file");
 }
 
 }  // namespace moonep

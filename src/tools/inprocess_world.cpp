@@ -50,7 +50,7 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
     std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s%s)",
                   median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend), how.c_str());
     // The plan owns standard output when it is written there.
-    print_summary(o.output == "-" ? std::cerr : std::cout, summarize(plan, problem.routing),
+    print_summary(writes_to_standard_output(o.output) ? std::cerr : std::cout, summarize(plan, problem.routing),
                   describe_source(o), timing);
   }
   return 0;

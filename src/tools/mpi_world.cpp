@@ -266,7 +266,7 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
           char timing[200];
           std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, slowest of %d MPI ranks, %s world)",
                         median_us(seconds), o.steps, o.steps == 1 ? "" : "s", size, world_name.c_str());
-          print_summary(o.output == "-" ? std::cerr : std::cout, summarize(plan, problem.routing),
+          print_summary(writes_to_standard_output(o.output) ? std::cerr : std::cout, summarize(plan, problem.routing),
                         describe_source(o), timing);
         }
       },
