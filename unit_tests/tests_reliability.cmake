@@ -20,3 +20,4 @@ endfunction()
 
 moonep_add_cli_test(test_output_paths test_output_paths.cpp)
 moonep_add_cli_test(test_error_lines test_error_lines.cpp)
+moonep_add_cli_test(test_memory_limit test_memory_limit.cpp)

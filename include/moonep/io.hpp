@@ -4,8 +4,10 @@
 // line naming the field, rank and index; writers never leave a partial file.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "moonep/config.hpp"
 #include "moonep/host_plan.hpp"
@@ -25,6 +27,18 @@ struct Problem {
 Problem parse_problem(const std::string& json_text);
 // Reads and parses a problem file; an unreadable file is an InputError too.
 Problem read_problem_file(const std::string& path);
+
+// The same in steps, for a caller that keeps to a memory budget
+// (moonep-plan --memory-limit): the file's bytes ("-" = standard input),
+// refused with an InputError naming both sizes when longer than max_bytes
+// (>= 0; a regular file before a byte is read, a pipe or device such as
+// /dev/zero without reading far past the limit); the bytes parsing that text
+// holds at its peak besides the text (nlohmann's JSON document, some 16-24
+// bytes a value, and the parsed arrays; one pass over the text, nothing
+// allocated); and parse_problem with the file's name on its errors.
+std::string read_file_text(const std::string& path, const char* what, std::int64_t max_bytes = -1);
+std::int64_t problem_parse_memory(std::string_view text);
+Problem parse_problem_file(const std::string& text, const std::string& path);
 
 // Problem file text (compact, one rank's routing per line).
 std::string problem_to_json(const Problem& problem);

@@ -42,14 +42,16 @@ struct Descriptor {
   }
 };
 
-void write_all(std::FILE* f, const std::string& text, const std::string& where) {
-  if (std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fflush(f) != 0)
+using Produce = std::function<void(const TextOut::Sink&)>;
+
+void write_all(std::FILE* f, std::string_view text, const std::string& where) {
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size())
     throw RuntimeError("cannot write " + where + ": " + reason(errno));
 }
 
 // write(2) until done; RuntimeError naming `where` on failure (ENOSPC for
 // /dev/full, EPIPE for a FIFO whose reader left when SIGPIPE is ignored).
-void write_all(int fd, const std::string& text, const std::string& where) {
+void write_all(int fd, std::string_view text, const std::string& where) {
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {
@@ -63,10 +65,14 @@ void write_all(int fd, const std::string& text, const std::string& where) {
   }
 }
 
+void write_to_descriptor(int fd, const Produce& produce, const std::string& where) {
+  produce([&](std::string_view piece) { write_all(fd, piece, where); });
+}
+
 // A character device or FIFO, written in place. O_NONBLOCK only for the
 // open: a FIFO without a reader fails at once (ENXIO) instead of waiting
 // for one forever.
-void write_through_node(const std::string& path, const std::string& text, const std::string& where) {
+void write_through_node(const std::string& path, const Produce& produce, const std::string& where) {
   Descriptor d;
   d.fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (d.fd < 0) {
@@ -80,7 +86,7 @@ void write_through_node(const std::string& path, const std::string& text, const 
   const int flags = ::fcntl(d.fd, F_GETFL);
   if (flags < 0 || ::fcntl(d.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
     throw RuntimeError("cannot write " + where + ": " + reason(errno));
-  write_all(d.fd, text, where);
+  write_to_descriptor(d.fd, produce, where);
   const int fd = d.fd;
   d.fd = -1;
   if (::close(fd) != 0) throw RuntimeError("cannot write " + where + ": " + reason(errno));
@@ -88,7 +94,7 @@ void write_through_node(const std::string& path, const std::string& text, const 
 
 // A regular file: a temporary file next to `final_path` (same file system,
 // so the rename is atomic), renamed over it once complete and on disk.
-void write_atomically(const std::string& final_path, const std::string& text, const std::string& where) {
+void write_atomically(const std::string& final_path, const Produce& produce, const std::string& where) {
   const auto slash = final_path.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : final_path.substr(0, slash));
@@ -117,7 +123,7 @@ void write_atomically(const std::string& final_path, const std::string& text, co
   }
   if (exists && ::fchmod(tmp.fd, old.st_mode & 07777) != 0)
     throw RuntimeError("cannot write " + where + ": " + reason(errno));
-  write_all(tmp.fd, text, where);
+  write_to_descriptor(tmp.fd, produce, where);
   // Data on disk before the rename makes it visible.
   if (::fsync(tmp.fd) != 0 && errno != EINVAL && errno != EROFS)
     throw RuntimeError("cannot write " + where + ": " + reason(errno));
@@ -166,23 +172,24 @@ std::string read_text_file(const std::string& path, const char* what, std::int64
   return text;
 }
 
-void write_text_output(const std::string& path, const std::string& text, const char* what) {
+void write_output(const std::string& path, const char* what, const Produce& produce) {
   const OutputTarget target = resolve_output(path, what);
   const std::string where =
       path == "-" ? std::string(what) + " to standard output" : std::string(what) + " '" + printable(path) + "'";
   switch (target.kind) {
     case OutputKind::standard_output:
-      write_all(stdout, text, where);
+      produce([&](std::string_view piece) { write_all(stdout, piece, where); });
+      if (std::fflush(stdout) != 0) throw RuntimeError("cannot write " + where + ": " + reason(errno));
       return;
     case OutputKind::descriptor:
       if (::fcntl(target.fd, F_GETFD) < 0) throw RuntimeError("cannot write " + where + ": " + reason(errno));
-      write_all(target.fd, text, where);
+      write_to_descriptor(target.fd, produce, where);
       return;
     case OutputKind::stream_node:
-      write_through_node(target.path, text, where);
+      write_through_node(target.path, produce, where);
       return;
     case OutputKind::regular_file:
-      write_atomically(target.path, text, where);
+      write_atomically(target.path, produce, where);
       return;
   }
 }

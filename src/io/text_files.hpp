@@ -2,7 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include "json_writer.hpp"
 
 namespace moonep::io {
 
@@ -12,11 +15,14 @@ namespace moonep::io {
 // most max_bytes + 64 KiB of a pipe or device.
 std::string read_text_file(const std::string& path, const char* what, std::int64_t max_bytes = -1);
 
-// Writes text where `path` leads (output_file.hpp): "-" and /dev/stdout to
-// standard output, character devices and FIFOs in place, regular files
-// through a temporary file renamed over the final file (readers see the old
-// file or the complete new one, and on failure nothing is left behind).
-// RuntimeError "cannot write <what> 'path': <reason>".
-void write_text_output(const std::string& path, const std::string& text, const char* what);
+// Writes where `path` leads (output_file.hpp) the text `produce` hands to
+// the sink it is given, piece by piece: "-" and /dev/stdout to standard
+// output, character devices and FIFOs in place, regular files through a
+// temporary file renamed over the final file once `produce` returned
+// (readers see the old file or the complete new one; if anything throws,
+// nothing is left behind). RuntimeError "cannot write <what> 'path':
+// <reason>".
+void write_output(const std::string& path, const char* what,
+                  const std::function<void(const TextOut::Sink&)>& produce);
 
 }  // namespace moonep::io

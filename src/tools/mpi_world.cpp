@@ -64,6 +64,17 @@ class MpiSession {
   int rank_ = 0, size_ = 1;
 };
 
+// How many processes of MPI_COMM_WORLD share this node (and its memory).
+int processes_on_this_node() {
+  MPI_Comm node = MPI_COMM_NULL;
+  int n = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+  }
+  return n;
+}
+
 // Exit status main() gives each kind of failure: 2 bad usage or input,
 // 1 anything else.
 int status_of(const std::exception& e) {
@@ -206,7 +217,13 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
               throw UsageError(std::string("--world mpi plans with the portable backend, not ") + to_string(*o.backend));
             }
             kind = world_kind(o);
-            problem = load_problem(o);
+            RunShape run;
+            run.backend = Backend::portable;
+            run.mpi = true;
+            run.gathers_plans = rank == 0;
+            run.writes_plan = !o.output.empty();
+            run.writes_problem = !o.save_problem.empty();
+            problem = load_problem(o, run, memory_limit_of(o, processes_on_this_node()));
             if (problem.config.ranks != size) {
               throw InputError("the problem has ranks = " + std::to_string(problem.config.ranks) + " but " +
                                std::to_string(size) + " MPI process" + (size == 1 ? " was" : "es were") +
