@@ -111,12 +111,12 @@ i64 machine_memory() {
 }  // namespace
 
 i64 MemoryNeed::peak() const {
-  return process + std::max({parse, problem + planner + plan, problem + plan + plan_text});
+  return process + std::max({parse, problem + planner + plan, problem + plan + output});
 }
 
 std::string MemoryNeed::parts() const {
   // The parts of the phase that makes the peak, leaving out the small ones.
-  const i64 planning = problem + planner + plan, writing = problem + plan + plan_text;
+  const i64 planning = problem + planner + plan, writing = problem + plan + output;
   const i64 top = std::max({parse, planning, writing});
   std::string s;
   auto add = [&](const char* name, i64 v) {
@@ -130,7 +130,7 @@ std::string MemoryNeed::parts() const {
     add("problem", problem);
     add(top == planning ? "planner" : "", top == planning ? planner : 0);
     add("plan", plan);
-    add(top == writing ? "plan file" : "", top == writing ? plan_text : 0);
+    add(top == writing ? "gathering and writing" : "", top == writing ? output : 0);
   }
   return s;
 }
@@ -153,19 +153,23 @@ MemoryNeed estimate_memory(const RunShape& s) {
     m.planner = R * portable_rank_views(c) + portable_root(c);
     m.plan = R * portable_host_rank_plan(c);
   } else {
-    // One local rank; rank 0 also plans steps 1-5 for everyone, and in the
-    // end gathers every rank's plan twice (MPI_Gatherv's buffer, then the
-    // HostPlan it is unpacked into) next to its own.
-    // Without shared memory (rma) every rank receives the shared tables.
+    // One local rank; rank 0 also plans steps 1-5 for everyone. Without
+    // shared memory (rma) every rank receives the shared tables; with it,
+    // a rank's publications (3 values an entry) touch its peers' slots,
+    // which count in its resident size too.
     const i64 shared = (c.experts + 1 + static_cast<i64>(R) * c.copy_slots + 3 * (2 * c.experts + R)) * kInt;
-    m.planner = portable_rank_views(c) + (s.gathers_plans ? portable_root(c) : shared);
-    m.plan = portable_host_rank_plan(c) + exact_rank_plan(c) +
-             (s.gathers_plans ? 2 * R * exact_rank_plan(c) : 0);
+    const i64 published = 3 * c.entries() * (R - 1) / R * kInt;
+    m.planner = portable_rank_views(c) + published + (s.gathers_plans ? portable_root(c) : shared);
+    m.plan = portable_host_rank_plan(c);
+    // After the planner is gone: the gather's flat copy of this rank's
+    // plan, and on rank 0 every rank's twice (MPI_Gatherv's buffer, then
+    // the HostPlan it is unpacked into).
+    m.output = exact_rank_plan(c) + (s.gathers_plans ? 2 * R * exact_rank_plan(c) : 0);
   }
   // Files are streamed through a 1 MiB buffer (io::TextOut), never held
   // whole; only rank 0 writes under MPI.
   const bool writes = (!s.mpi || s.gathers_plans) && (s.writes_plan || s.writes_problem);
-  m.plan_text = writes ? i64{1} << 20 : 0;
+  m.output += writes ? i64{1} << 20 : 0;
   return m;
 }
 

@@ -33,12 +33,13 @@ struct MemoryNeed {
   std::int64_t problem = 0;   // the routing (and tokens per expert) in memory
   std::int64_t parse = 0;     // reading the file: text + JSON document
   std::int64_t planner = 0;   // the backend's buffers while it plans
-  std::int64_t plan = 0;      // the plan copied out (on rank 0 of --world mpi: all ranks')
-  std::int64_t plan_text = 0; // writing the plan (and problem) file: a buffer
+  std::int64_t plan = 0;      // this process's plan copied out of the planner
+  std::int64_t output = 0;    // after planning: gathering the plans (--world mpi) and
+                              // writing the files (streamed through a buffer)
   // The largest phase: process + max(parse, problem + planner + plan,
-  // problem + plan + plan_text).
+  // problem + plan + output).
   std::int64_t peak() const;
-  // "problem 1.0 GiB, planner 9.0 GiB, plan 1.0 GiB, plan file 805 MiB"
+  // The parts of the largest phase: "problem 1.0 GiB, planner 9.0 GiB, plan 5.0 GiB"
   std::string parts() const;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "error_line.hpp"
+#include "mpi_launch.hpp"
 #include "moonep/error.hpp"
 #include "plan_options.hpp"
 #include "plan_worlds.hpp"
@@ -29,6 +30,7 @@ int main(int argc, char* argv[]) {
       std::cout << tools::plan_usage();
       return 0;
     }
+    tools::refuse_plain_run_under_mpi(options.world == tools::World::mpi);
     const char* program = argc > 0 ? argv[0] : "moonep-plan";
     if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);
     return tools::run_inprocess_world(options, program);

@@ -81,6 +81,9 @@ options:
   --memory-limit SIZE   refuse (exit 2) a run estimated to need more memory
                         than SIZE (512M, 4G, none; default 4G or half of
                         this machine's memory, whichever is less)
+  --mpi-timeout SEC     with --world mpi: the longest wait for the other
+                        processes at any one point (default
+                        $MOONEP_MPI_TIMEOUT, else 300)
   --help                this text
 
 synthetic options (defaults in brackets):
@@ -125,7 +128,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       static const char* const known[] = {
           "--input", "--output", "--backend", "--world", "--mpi-world", "--steps", "--ranks", "--experts",
           "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
-          "--save-problem", "--memory-limit"};
+          "--save-problem", "--memory-limit", "--mpi-timeout"};
       bool is_known = false;
       for (const char* k : known) is_known = is_known || name == k;
       if (!is_known) throw UsageError("unknown option '" + arg + "' (see --help)");
@@ -159,6 +162,8 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       o.mpi_world = value;
     } else if (name == "--memory-limit") {
       o.memory_limit = parse_memory_size(name, value);
+    } else if (name == "--mpi-timeout") {
+      o.mpi_timeout = to_double(name, value, 0.001, 1e6);
     } else if (name == "--steps") {
       o.steps = to_int(name, value, 1, 1000000);
     } else if (name == "--imbalance") {
