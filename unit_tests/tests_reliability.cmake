@@ -39,3 +39,5 @@ if(MoonEP_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${PROJECT_SOURCE_DIR}/src/t
     set_tests_properties(test_mpi_cli_agreement PROPERTIES TIMEOUT 600 PROCESSORS 4 LABELS mpi)
   endif()
 endif()
+moonep_add_cli_test(test_fuzz_cli test_fuzz_cli.cpp)
+set_tests_properties(test_fuzz_cli PROPERTIES TIMEOUT 600 LABELS fuzz)
