@@ -16,20 +16,11 @@ using moonep::one_line_message;
 using moonep::printable;
 using moonep::test::run_process;
 using moonep::test::ScratchDir;
+using moonep::test::terminal_safe;
 using moonep::test::write_file;
 
 namespace {
 
-// True when every byte is printable ASCII or part of a UTF-8 character
-// >= U+00A0 (what a terminal shows without acting on it).
-bool terminal_safe(const std::string& s) {
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const unsigned char b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b == 0x7F) return false;
-    if (b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) < 0xA0) return false;  // C1
-  }
-  return true;
-}
 
 std::string parse_message(const std::string& text) {
   try {

@@ -131,8 +131,7 @@ class MpiWorld : public World<Kokkos::HostSpace> {
   // Throws RuntimeError unless `run` stays inside the source and the chunk.
   void check_run(const PutRun& run, std::int64_t src_len) const;
   // The collective steps, each waited for within the timeout. An exchange
-  // carrying values (the kind, allocate()'s size, all_ok(), freeing the
-  // window) is an MPI_Iallreduce(MAX) of (sequence number, step, value) and
+  // carrying values (allocate()'s size, all_ok(), freeing the window) is an MPI_Iallreduce(MAX) of (sequence number, step, value) and
   // their negations, so that a process meeting its peers at another step
   // finds out instead of mixing data; barrier() is a plain MPI_Ibarrier
   // (as cheap as MPI_Barrier). A process that comes after the others gave
@@ -146,7 +145,7 @@ class MpiWorld : public World<Kokkos::HostSpace> {
   };
   // The steps: a process at another step than its peers is found out even
   // where the sequence numbers match.
-  enum Step : int { kAgreeKind = 1, kAgreeAllocate, kAgreeAllOk, kAgreeFree };
+  enum Step : int { kAgreeAllocate = 1, kAgreeAllOk, kAgreeFree };
   Agreed agree(int step, long long value, const char* what);
   void barrier_step(const char* what);
   std::string timeout_message(const char* what) const;

@@ -85,6 +85,22 @@ void agree_on_kind(MPI_Comm comm, MpiWorldKind kind, double timeout_s, const cha
   }
 }
 
+// MPI_Comm_idup of `comm` within the timeout. The new handle is written
+// when the duplication completes: it lives on the heap and is left to MPI
+// if we give up on it.
+MPI_Comm bounded_dup(MPI_Comm comm, double timeout_s, const char* name) {
+  auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(comm, handle.get(), &req);
+  if (rc == MPI_SUCCESS && !mpi_wait_for(req, timeout_s, &rc)) {
+    handle.release();
+    throw MpiTimeoutError(std::string(name) + ": the other processes did not arrive within " + seconds(timeout_s) +
+                          " to create the world (a process stopped, hangs or runs with other options)");
+  }
+  if (rc != MPI_SUCCESS) throw RuntimeError(std::string(name) + ": MPI_Comm_idup failed: " + mpi_error_string(rc));
+  return *handle;
+}
+
 }  // namespace
 
 std::string MpiWorld::timeout_message(const char* what) const {
@@ -99,22 +115,9 @@ MpiWorld::MpiWorld(MPI_Comm user_comm, const char* name, MpiWorldKind kind, doub
   if (user_comm == MPI_COMM_NULL) throw RuntimeError(std::string(name) + ": communicator is MPI_COMM_NULL");
   if (!(timeout_s > 0)) throw RuntimeError(std::string(name) + ": the timeout must be positive");
   // Our own duplicate: our collectives and windows never match messages of
-  // the caller's, and the caller's error handler stays theirs. MPI_Comm_idup
-  // so that a process that never comes cannot hold us forever.
-  // The new handle is written when the duplication completes: on the heap,
-  // and left to MPI if we give up on it.
-  auto dup = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
-  MPI_Request req = MPI_REQUEST_NULL;
-  int rc = MPI_Comm_idup(user_comm, dup.get(), &req);
-  if (rc == MPI_SUCCESS && !mpi_wait_for(req, timeout_s_, &rc)) {
-    dup.release();
-    throw MpiTimeoutError(std::string(name) + ": the other processes did not arrive within " + seconds(timeout_s_) +
-                       " to create the world (a process stopped, hangs or runs with other options)");
-  }
-  if (rc != MPI_SUCCESS) {
-    throw RuntimeError(std::string(name) + ": MPI_Comm_idup failed: " + mpi_error_string(rc));
-  }
-  comm_ = *dup;
+  // the caller's, and the caller's error handler stays theirs; bounded, so
+  // that a process that never comes cannot hold us forever.
+  comm_ = bounded_dup(user_comm, timeout_s_, name);
   try {
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -269,16 +272,7 @@ std::unique_ptr<MpiWorld> make_mpi_world(MPI_Comm comm, MpiWorldKind kind, doubl
     // of the communicator is on its node, or none of the processes sees all
     // of it), so they all build the same kind.
     require_mpi("make_mpi_world");
-    auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);  // left to MPI if abandoned
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPI_Comm_idup(comm, handle.get(), &req);
-    if (rc == MPI_SUCCESS && !mpi_wait_for(req, timeout_s, &rc)) {
-      handle.release();
-      throw MpiTimeoutError("make_mpi_world: the other processes did not arrive within " + seconds(timeout_s) +
-                         " (a process stopped, hangs or runs with other options)");
-    }
-    if (rc != MPI_SUCCESS) throw RuntimeError("make_mpi_world: MPI_Comm_idup failed: " + mpi_error_string(rc));
-    MPI_Comm probe = *handle;
+    MPI_Comm probe = bounded_dup(comm, timeout_s, "make_mpi_world");
     MPI_Comm_set_errhandler(probe, MPI_ERRORS_RETURN);
     bool one_node = false;
     try {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +44,30 @@ ScratchDir::ScratchDir(const std::string& tag) {
 ScratchDir::~ScratchDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+bool terminal_safe(const std::string& s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    if (b < 0x20 || b == 0x7F) return false;
+    if (b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) < 0xA0) return false;  // C1
+  }
+  return true;
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+double summary_memory_estimate(const std::string& out) {
+  const auto at = out.find("memory: about ");
+  if (at == std::string::npos) return -1;
+  char* end = nullptr;
+  const double v = std::strtod(out.c_str() + at + 14, &end);
+  const std::string unit(end + 1, 3);
+  const double scale = unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0 : 1.0;
+  return v * scale;
 }
 
 std::vector<std::string> RunResult::err_lines() const {

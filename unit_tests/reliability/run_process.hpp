@@ -48,6 +48,17 @@ class ScratchDir {
   std::string path_;
 };
 
+// The bytes of the "memory: about 412.3 MiB at the peak ..." line of
+// moonep-plan's summary in `out`; -1 if there is none.
+double summary_memory_estimate(const std::string& out);
+
+// True when every byte is printable ASCII or part of a UTF-8 character a
+// terminal shows without acting on it (no C0 or C1 control, no DEL).
+bool terminal_safe(const std::string& s);
+
+// lstat succeeds: something (a file, a link, a FIFO) is there.
+bool path_exists(const std::string& path);
+
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
 
