@@ -25,25 +25,24 @@ using moonep::test::write_file;
 namespace {
 
 // The plan run's whole footprint when nothing sized by the input was
-// allocated: the program, Kokkos and a few pages of JSON.
+// allocated: the program, Kokkos and a few pages of JSON. Under
+// AddressSanitizer (scripts/test_sanitizers.sh) its shadow memory and
+// quarantine change every process's size, so the sizes are not checked
+// there (the exit statuses and messages still are).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMeasuresMemory = false;
+#else
+constexpr bool kMeasuresMemory = true;
+#endif
 constexpr long kSmallRssKb = 64 * 1024;
+
+bool small(long rss_kb, long allowance_kb = 0) { return !kMeasuresMemory || rss_kb < kSmallRssKb + allowance_kb; }
 
 std::string only_error_line(const RunResult& r) {
   const auto lines = r.err_lines();
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].rfind("moonep-plan: error: ", 0) == 0);
   return lines[0];
-}
-
-// "memory: about 412.3 MiB at the peak (...)" -> bytes; -1 if absent.
-double estimated_bytes(const std::string& summary) {
-  const auto at = summary.find("memory: about ");
-  if (at == std::string::npos) return -1;
-  char* end = nullptr;
-  const double v = std::strtod(summary.c_str() + at + 14, &end);
-  const std::string unit(end + 1, 3);
-  const double scale = unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0 : 1.0;
-  return v * scale;
 }
 
 }  // namespace
@@ -59,7 +58,7 @@ TEST_CASE("a 126-byte file claiming 2^29 experts is rejected at once, in little 
   CHECK(r.exit_code == 2);
   CHECK(only_error_line(r).find("tokens_per_expert[0] has 1 counts, expected experts = 536870912") !=
         std::string::npos);
-  CHECK(r.max_rss_kb < kSmallRssKb);
+  CHECK(small(r.max_rss_kb));
   CHECK(!std::ifstream(dir.file("plan.json")));
 
   // Without tokens_per_expert the file is valid, but its [R][E] tables
@@ -72,7 +71,7 @@ TEST_CASE("a 126-byte file claiming 2^29 experts is rejected at once, in little 
   const std::string line = only_error_line(big);
   CHECK(line.find("experts_many.json: planning R=1 E=536870912") != std::string::npos);
   CHECK(line.find("GiB), more than the memory limit of") != std::string::npos);
-  CHECK(big.max_rss_kb < kSmallRssKb);
+  CHECK(small(big.max_rss_kb));
 }
 
 TEST_CASE("a 100-byte problem with token_padding 2^27 is refused with the sizes, not planned") {
@@ -89,7 +88,7 @@ TEST_CASE("a 100-byte problem with token_padding 2^27 is refused with the sizes,
   CHECK(line.find("tp.json: planning R=1 E=1 K=1 S=1 B=1 tp=134217728 needs about ") != std::string::npos);
   CHECK(line.find("GiB (planner ") != std::string::npos);
   CHECK(line.find("more than the memory limit of 4.0 GiB (--memory-limit)") != std::string::npos);
-  CHECK(r.max_rss_kb < kSmallRssKb);
+  CHECK(small(r.max_rss_kb));
   CHECK(!std::ifstream(dir.file("plan.json")));
 
   // The same with a limit it fits under is planned (a smaller padding, so
@@ -103,7 +102,7 @@ TEST_CASE("a 100-byte problem with token_padding 2^27 is refused with the sizes,
                                  "--memory-limit", "16M"});
   CHECK(over.exit_code == 2);
   CHECK(only_error_line(over).find("more than the memory limit of 16.0 MiB") != std::string::npos);
-  CHECK(over.max_rss_kb < kSmallRssKb);
+  CHECK(small(over.max_rss_kb));
   CHECK(!std::ifstream(dir.file("plan2.json")));
 }
 
@@ -120,13 +119,13 @@ TEST_CASE("input longer than the memory limit is refused without being read whol
   const auto r = run_process({MOONEP_PLAN_EXE, "--input", sparse, "--memory-limit", "64M"});
   CHECK(r.exit_code == 2);
   CHECK(only_error_line(r).find("huge.json' has 68719476736 bytes, more than the 67108864") != std::string::npos);
-  CHECK(r.max_rss_kb < kSmallRssKb);
+  CHECK(small(r.max_rss_kb));
 
   // /dev/zero never ends: reading stops just past the limit.
   const auto zero = run_process({MOONEP_PLAN_EXE, "--input", "/dev/zero", "--memory-limit", "16M"});
   CHECK(zero.exit_code == 2);
   CHECK(only_error_line(zero).find("'/dev/zero' has more than 16777216 bytes") != std::string::npos);
-  CHECK(zero.max_rss_kb < kSmallRssKb + 32 * 1024);
+  CHECK(small(zero.max_rss_kb, 32 * 1024));
 
   // A file within the limit whose JSON document would not fit: estimated
   // from the text, refused before parsing.
@@ -138,7 +137,7 @@ TEST_CASE("input longer than the memory limit is refused without being read whol
   const auto doc = run_process({MOONEP_PLAN_EXE, "--input", dir.file("many.json"), "--memory-limit", "32M"});
   CHECK(doc.exit_code == 2);
   CHECK(only_error_line(doc).find("many.json: reading its 6.0 MiB of JSON needs about ") != std::string::npos);
-  CHECK(doc.max_rss_kb < kSmallRssKb);
+  CHECK(small(doc.max_rss_kb));
 }
 
 TEST_CASE("--memory-limit takes sizes and refuses nonsense") {
@@ -157,6 +156,7 @@ TEST_CASE("--memory-limit takes sizes and refuses nonsense") {
 }
 
 TEST_CASE("the estimate is within 2x of the peak memory measured on mid-size runs") {
+  if (!kMeasuresMemory) return;
   ScratchDir dir("memory");
   const std::string problem = dir.file("problem.json");
   // 4M routed entries: a 12 MB problem file, ~150-300 MB runs.
@@ -189,7 +189,7 @@ TEST_CASE("the estimate is within 2x of the peak memory measured on mid-size run
     options.timeout_s = 300;
     const auto r = run_process(cmd, options);
     REQUIRE(r.exit_code == 0);
-    const double estimate = estimated_bytes(r.out);
+    const double estimate = moonep::test::summary_memory_estimate(r.out);
     const double measured = static_cast<double>(r.max_rss_kb) * 1024.0;
     INFO("estimated " << estimate / 1048576 << " MiB, measured " << measured / 1048576 << " MiB");
     CHECK(measured > 100.0 * 1048576);  // mid-size: the program's own few MiB do not decide it
