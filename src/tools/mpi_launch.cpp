@@ -11,8 +11,9 @@
 namespace moonep::tools {
 
 MpiLaunch detect_mpi_launch() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+  // Only variables a launcher sets for the processes it starts (not, like
+  // SLURM_NTASKS, for a whole allocation a batch script runs in).
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
     const char* value = std::getenv(name);
     if (!value || !*value) continue;
     char* end = nullptr;

@@ -14,8 +14,8 @@ struct MpiLaunch {
 };
 
 // Read from the launchers' environment variables: OMPI_COMM_WORLD_SIZE
-// (Open MPI), PMI_SIZE (MPICH's Hydra, Intel MPI, Slurm's PMI-2),
-// MV2_COMM_WORLD_SIZE (MVAPICH2), PMIX_SIZE, SLURM_STEP_NUM_TASKS (srun).
+// (Open MPI's mpirun), PMI_SIZE (MPICH's Hydra, Intel MPI, srun with
+// PMI-2), MV2_COMM_WORLD_SIZE (MVAPICH2).
 MpiLaunch detect_mpi_launch();
 
 // Throws UsageError (exit 2) when this process is one of several MPI
