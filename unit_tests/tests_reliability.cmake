@@ -20,6 +20,7 @@ endfunction()
 
 moonep_add_cli_test(test_output_paths test_output_paths.cpp)
 moonep_add_cli_test(test_error_lines test_error_lines.cpp)
+moonep_add_cli_test(test_cli_launch test_cli_launch.cpp)
 moonep_add_cli_test(test_memory_limit test_memory_limit.cpp)
 
 # ---- MPI: worlds that disagree or wait for a peer that does not come
