@@ -9,14 +9,17 @@
 namespace moonep::io {
 namespace {
 
-// Messages must stay on one line whatever the input held.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
+// Messages quote the input (keys, values, the parser's last token): they
+// stay one printable line of bounded length whatever the input held.
+[[noreturn]] void fail(const std::string& msg) { throw InputError(printable(msg)); }
 
-[[noreturn]] void fail(const std::string& msg) { throw InputError(one_line(msg)); }
+// nlohmann's "[json.exception.parse_error.101] parse error at ...: <what>"
+// without its "[...] " tag.
+std::string parser_message(const std::exception& e) {
+  std::string msg = e.what();
+  const auto bracket = msg.find("] ");
+  return bracket == std::string::npos ? msg : msg.substr(bracket + 2);
+}
 
 // The fast path of to_int32: true and *out set when value is an integer that
 // fits in 32 bits.
@@ -61,8 +64,7 @@ Json parse_json(const std::string& text) {
           case Json::parse_event_t::key: {
             const auto& key = parsed.get_ref<const std::string&>();
             if (!open_objects.back().insert(key).second)
-              fail("invalid JSON: key \"" + key +
-                   "\" appears twice in the same object");
+              fail("invalid JSON: key \"" + printable(key, 60) + "\" appears twice in the same object");
             break;
           }
           case Json::parse_event_t::object_end:
@@ -76,15 +78,9 @@ Json parse_json(const std::string& text) {
   try {
     return Json::parse(text, reject_duplicate_keys);
   } catch (const Json::parse_error& e) {
-    std::string msg = e.what();
-    const auto bracket = msg.find("] ");
-    if (bracket != std::string::npos) msg = msg.substr(bracket + 2);
-    fail("invalid JSON at byte " + std::to_string(e.byte) + ": " + msg);
+    fail("invalid JSON at byte " + std::to_string(e.byte) + ": " + parser_message(e));
   } catch (const Json::exception& e) {  // e.g. a number too large for a double
-    std::string msg = e.what();
-    const auto bracket = msg.find("] ");
-    if (bracket != std::string::npos) msg = msg.substr(bracket + 2);
-    fail("invalid JSON: " + msg);
+    fail("invalid JSON: " + parser_message(e));
   }
 }
 
@@ -95,12 +91,14 @@ std::string describe_value(const Json& value) {
     case Json::value_t::object:
       return "an object";
     case Json::value_t::string: {
+      // dump() escapes the C0 controls; printable() the rest (DEL, C1, a
+      // UTF-8 character the cut broke).
       std::string s = value.dump(-1, ' ', false, Json::error_handler_t::replace);
       if (s.size() > 40) s = s.substr(0, 36) + "...\"";
-      return s;
+      return printable(s);
     }
     default:
-      return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+      return printable(value.dump(-1, ' ', false, Json::error_handler_t::replace));
   }
 }
 

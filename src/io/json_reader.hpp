@@ -63,7 +63,7 @@ auto with_file_context(const std::string& path, F&& parse) -> decltype(parse()) 
   try {
     return parse();
   } catch (const InputError& e) {
-    throw InputError((path == "-" ? std::string("<stdin>") : path) + ": " + e.what());
+    throw InputError((path == "-" ? std::string("<stdin>") : printable(path)) + ": " + e.what());
   }
 }
 

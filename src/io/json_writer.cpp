@@ -5,31 +5,37 @@
 
 namespace moonep::io {
 
-void append_int(std::string& out, std::int64_t value) {
+void TextOut::flush() {
+  if (!sink_ || buf_.empty()) return;
+  sink_(buf_);
+  buf_.clear();
+}
+
+void append_int(TextOut& out, std::int64_t value) {
   char buf[24];
   const auto res = std::to_chars(buf, buf + sizeof buf, value);
-  out.append(buf, res.ptr);
+  out += std::string_view(buf, static_cast<std::size_t>(res.ptr - buf));
 }
 
-void append_int_array(std::string& out, const std::int32_t* data, std::size_t n) {
-  out.push_back('[');
+void append_int_array(TextOut& out, const std::int32_t* data, std::size_t n) {
+  out += '[';
   for (std::size_t i = 0; i < n; ++i) {
-    if (i) out.push_back(',');
+    if (i) out += ',';
     append_int(out, data[i]);
   }
-  out.push_back(']');
+  out += ']';
 }
 
-void append_int_rows(std::string& out, const std::vector<std::int32_t>& flat, std::size_t cols) {
-  out.push_back('[');
+void append_int_rows(TextOut& out, const std::vector<std::int32_t>& flat, std::size_t cols) {
+  out += '[';
   for (std::size_t start = 0; start < flat.size(); start += cols) {
-    if (start) out.push_back(',');
+    if (start) out += ',';
     append_int_array(out, flat.data() + start, cols);
   }
-  out.push_back(']');
+  out += ']';
 }
 
-void append_config_fields(std::string& out, const Config& c) {
+void append_config_fields(TextOut& out, const Config& c) {
   out += "\"ranks\":";
   append_int(out, c.ranks);
   out += ",\"experts\":";

@@ -6,6 +6,7 @@
 #include "json_writer.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
+#include "output_file.hpp"
 #include "text_files.hpp"
 
 namespace moonep {
@@ -95,14 +96,10 @@ HostRankPlan parse_rank_plan(const io::Json& obj, const std::string& path, const
   return p;
 }
 
-}  // namespace
-
-std::string plan_to_json(const HostPlan& plan) {
-  check_plan_shapes(plan);
+// The plan file's text, one rank per line, into `out` (whose shapes
+// check_plan_shapes has accepted).
+void write_plan_json(const HostPlan& plan, io::TextOut& out) {
   const Config& c = plan.config;
-  std::string out;
-  // About 8 characters per value; avoids most reallocations of large plans.
-  out.reserve(static_cast<std::size_t>(c.ranks) * (c.entries() + c.slots() + 3 * c.groups()) * 8);
   out += "{";
   io::append_config_fields(out, c);
   out += ",\"slots\":";
@@ -133,7 +130,15 @@ std::string plan_to_json(const HostPlan& plan) {
     out += "}";
   }
   out += "\n]}\n";
-  return out;
+}
+
+}  // namespace
+
+std::string plan_to_json(const HostPlan& plan) {
+  check_plan_shapes(plan);
+  io::TextOut out;
+  write_plan_json(plan, out);
+  return out.take();
 }
 
 HostPlan parse_plan(const std::string& json_text) {
@@ -165,8 +170,15 @@ HostPlan read_plan_file(const std::string& path) {
   return io::with_file_context(path, [&] { return parse_plan(text); });
 }
 
+bool writes_to_standard_output(const std::string& path) { return io::names_standard_output(path); }
+
 void write_plan_file(const HostPlan& plan, const std::string& path) {
-  io::write_text_file_atomically(path, plan_to_json(plan), "plan file");
+  check_plan_shapes(plan);  // before anything is opened or written
+  io::write_output(path, "plan file", [&](const io::TextOut::Sink& sink) {
+    io::TextOut out(sink);
+    write_plan_json(plan, out);
+    out.flush();
+  });
 }
 
 }  // namespace moonep

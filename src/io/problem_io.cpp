@@ -15,6 +15,7 @@ Problem parse_problem(const std::string& json_text) {
   io::require_object(doc, "");
   Problem p;
   p.config = io::config_fields(doc, "");
+  validate(p.config);  // the cheap checks first, before any array is converted
   p.routing = io::to_int32_matrix(io::require_field(doc, "routing", ""), "routing",
                                   "an array with one array of expert ids per rank",
                                   "an array of expert ids", "an integer expert id");
@@ -29,13 +30,22 @@ Problem parse_problem(const std::string& json_text) {
   return p;
 }
 
-Problem read_problem_file(const std::string& path) {
-  const std::string text = io::read_text_file(path, "problem file");
+Problem parse_problem_file(const std::string& text, const std::string& path) {
   return io::with_file_context(path, [&] { return parse_problem(text); });
 }
 
-std::string problem_to_json(const Problem& p) {
-  std::string out = "{";
+Problem read_problem_file(const std::string& path) {
+  return parse_problem_file(io::read_text_file(path, "problem file"), path);
+}
+
+std::string read_file_text(const std::string& path, const char* what, std::int64_t max_bytes) {
+  return io::read_text_file(path, what, max_bytes);
+}
+
+namespace {
+
+void write_problem_json(const Problem& p, io::TextOut& out) {
+  out += "{";
   io::append_config_fields(out, p.config);
   out += ",\n\"routing\":[";
   for (std::size_t r = 0; r < p.routing.size(); ++r) {
@@ -52,11 +62,22 @@ std::string problem_to_json(const Problem& p) {
     out += "]";
   }
   out += "}\n";
-  return out;
+}
+
+}  // namespace
+
+std::string problem_to_json(const Problem& p) {
+  io::TextOut out;
+  write_problem_json(p, out);
+  return out.take();
 }
 
 void write_problem_file(const Problem& p, const std::string& path) {
-  io::write_text_file_atomically(path, problem_to_json(p), "problem file");
+  io::write_output(path, "problem file", [&](const io::TextOut::Sink& sink) {
+    io::TextOut out(sink);
+    write_problem_json(p, out);
+    out.flush();
+  });
 }
 
 }  // namespace moonep

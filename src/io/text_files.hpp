@@ -1,18 +1,28 @@
 // Private: whole-file reads and all-or-nothing writes.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+
+#include "json_writer.hpp"
 
 namespace moonep::io {
 
-// The file's bytes. InputError "cannot read <what> 'path': <reason>".
-std::string read_text_file(const std::string& path, const char* what);
+// The file's bytes ("-" = standard input). InputError "cannot read <what>
+// 'path': <reason>"; with max_bytes >= 0, an InputError naming both sizes
+// for anything longer, found before reading a regular file and after at
+// most max_bytes + 64 KiB of a pipe or device.
+std::string read_text_file(const std::string& path, const char* what, std::int64_t max_bytes = -1);
 
-// Writes text to a temporary file next to `path`, then renames it over
-// `path`: readers see the old file or the complete new one, never a partial
-// one, and on failure (RuntimeError) nothing is left behind. "-" writes to
-// standard output.
-void write_text_file_atomically(const std::string& path, const std::string& text,
-                                const char* what);
+// Writes where `path` leads (output_file.hpp) the text `produce` hands to
+// the sink it is given, piece by piece: "-" and /dev/stdout to standard
+// output, character devices and FIFOs in place, regular files through a
+// temporary file renamed over the final file once `produce` returned
+// (readers see the old file or the complete new one; if anything throws,
+// nothing is left behind). RuntimeError "cannot write <what> 'path':
+// <reason>".
+void write_output(const std::string& path, const char* what,
+                  const std::function<void(const TextOut::Sink&)>& produce);
 
 }  // namespace moonep::io

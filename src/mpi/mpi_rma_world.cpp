@@ -7,7 +7,8 @@
 
 namespace moonep {
 
-MpiRmaWorld::MpiRmaWorld(MPI_Comm comm) : MpiWorld(comm, "MpiRmaWorld") {}
+MpiRmaWorld::MpiRmaWorld(MPI_Comm comm, double timeout_s)
+    : MpiWorld(comm, "MpiRmaWorld", MpiWorldKind::rma, timeout_s) {}
 
 void MpiRmaWorld::create_window(std::int64_t bytes) {
   MPI_Info info;
@@ -54,7 +55,7 @@ void MpiRmaWorld::put_runs(int src_rank, source_view src, run_view runs) {
 void MpiRmaWorld::barrier() {
   Kokkos::fence();
   if (win_ == MPI_WIN_NULL) {
-    check(MPI_Barrier(comm_), "MPI_Barrier");
+    barrier_step("barrier");
     return;
   }
   // 1. flush_all: every put this process issued is complete at its target
@@ -68,7 +69,7 @@ void MpiRmaWorld::barrier() {
   //    the unified model).
   check(MPI_Win_flush_all(win_), "MPI_Win_flush_all");
   check(MPI_Win_sync(win_), "MPI_Win_sync");
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  barrier_step("barrier");
   check(MPI_Win_sync(win_), "MPI_Win_sync");
 }
 

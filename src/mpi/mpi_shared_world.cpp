@@ -8,9 +8,11 @@
 
 namespace moonep {
 
-MpiSharedWorld::MpiSharedWorld(MPI_Comm comm) : MpiWorld(comm, "MpiSharedWorld") {
+MpiSharedWorld::MpiSharedWorld(MPI_Comm comm, double timeout_s)
+    : MpiWorld(comm, "MpiSharedWorld", MpiWorldKind::shared, timeout_s) {
   // Key 0 for everyone keeps the order of comm_, so node rank == world rank
-  // when the whole communicator is on this node.
+  // when the whole communicator is on this node. (Blocking, but the base
+  // constructor's bounded agreement showed every process is here.)
   check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm_), "MPI_Comm_split_type");
   int node_size = 0, node_rank = -1;
   check(MPI_Comm_size(node_comm_, &node_size), "MPI_Comm_size");
@@ -29,7 +31,7 @@ MpiSharedWorld::~MpiSharedWorld() {
   free_window();  // before the communicator it was created on
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (node_comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&node_comm_);
+  if (node_comm_ != MPI_COMM_NULL && !finalized && !broken_) MPI_Comm_free(&node_comm_);
 }
 
 void MpiSharedWorld::create_window(std::int64_t bytes) {
@@ -79,19 +81,20 @@ void MpiSharedWorld::barrier() {
   // Local kernels that wrote into the window must be done first.
   Kokkos::fence();
   if (win_ == MPI_WIN_NULL) {
-    check(MPI_Barrier(comm_), "MPI_Barrier");
+    barrier_step("barrier");
     return;
   }
   // Plain stores into a shared window are synchronised by the MPI memory
   // model only through MPI calls (MPI-3.1 §11.7, "unified model" example
   // 11.10): MPI_Win_sync is the memory barrier that makes this process's
   // stores (our own chunk and the memcpys into peers' chunks) visible
-  // before we tell the others we are done; MPI_Barrier is the "I am done"
-  // among processes; the second MPI_Win_sync keeps our later loads from
-  // being satisfied with values read (or cached by the compiler) before the
-  // barrier, so we see every peer's stores.
+  // before we tell the others we are done; the barrier (an MPI_Ibarrier
+  // waited for within the timeout) is the "I am done" among processes; the
+  // second MPI_Win_sync keeps our later loads from being satisfied with
+  // values read (or cached by the compiler) before the barrier, so we see
+  // every peer's stores.
   check(MPI_Win_sync(win_), "MPI_Win_sync");
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  barrier_step("barrier");
   check(MPI_Win_sync(win_), "MPI_Win_sync");
 }
 

@@ -17,9 +17,14 @@ namespace moonep::tools {
 int run_inprocess_world(const PlanOptions& o, const char* program) {
   // Everything that can be wrong with the input is found before Kokkos
   // starts, so that an error is the only line on standard error.
-  const Problem problem = load_problem(o);
-  check_fits_in_memory(problem.config);
   const Backend backend = o.backend ? *o.backend : default_backend();
+  RunShape run;
+  run.backend = backend;
+  run.writes_plan = !o.output.empty();
+  run.writes_problem = !o.save_problem.empty();
+  const std::int64_t limit = memory_limit_of(o);
+  MemoryNeed need;
+  const Problem problem = load_problem(o, run, limit, &need);
   std::string why;
   if (!backend_available(backend, &why))
     throw RuntimeError(std::string("backend ") + to_string(backend) + " is not available: " + why);
@@ -42,6 +47,7 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
     details = planner->details();
   }
 
+  release_freed_memory();  // the planner's
   if (!o.output.empty()) write_plan_file(plan, o.output);
   if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
   if (o.synthetic() || o.summary) {
@@ -50,8 +56,9 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
     std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s%s)",
                   median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend), how.c_str());
     // The plan owns standard output when it is written there.
-    print_summary(o.output == "-" ? std::cerr : std::cout, summarize(plan, problem.routing),
-                  describe_source(o), timing);
+    std::ostream& out = writes_to_standard_output(o.output) ? std::cerr : std::cout;
+    print_summary(out, summarize(plan, problem.routing), describe_source(o), timing);
+    out << "memory: " << describe_memory(need, limit) << "\n";
   }
   return 0;
 }

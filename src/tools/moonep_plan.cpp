@@ -7,17 +7,16 @@
 #include <new>
 #include <string>
 
+#include "error_line.hpp"
+#include "mpi_launch.hpp"
 #include "moonep/error.hpp"
 #include "plan_options.hpp"
 #include "plan_worlds.hpp"
 
 namespace {
 
-int fail(int status, std::string message) {
-  for (char& c : message)
-    if (c == '\n' || c == '\r') c = ' ';
-  std::fflush(stdout);
-  std::fprintf(stderr, "moonep-plan: error: %s\n", message.c_str());
+int fail(int status, const std::string& message) {
+  moonep::tools::print_error_line(message);
   return status;
 }
 
@@ -31,6 +30,7 @@ int main(int argc, char* argv[]) {
       std::cout << tools::plan_usage();
       return 0;
     }
+    tools::refuse_plain_run_under_mpi(options.world == tools::World::mpi);
     const char* program = argc > 0 ? argv[0] : "moonep-plan";
     if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);
     return tools::run_inprocess_world(options, program);

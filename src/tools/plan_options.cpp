@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "memory_budget.hpp"
 #include "moonep/error.hpp"
 
 namespace moonep::tools {
@@ -77,6 +78,12 @@ options:
   --steps N             plan N times, report the median time per step
                         (default 20 in synthetic mode, 1 with --input)
   --summary             with --input, print the summary too
+  --memory-limit SIZE   refuse (exit 2) a run estimated to need more memory
+                        than SIZE (512M, 4G, none; default 4G or half of
+                        this machine's memory, whichever is less)
+  --mpi-timeout SEC     with --world mpi: the longest wait for the other
+                        processes at any one point (default
+                        $MOONEP_MPI_TIMEOUT, else 300)
   --help                this text
 
 synthetic options (defaults in brackets):
@@ -121,7 +128,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       static const char* const known[] = {
           "--input", "--output", "--backend", "--world", "--mpi-world", "--steps", "--ranks", "--experts",
           "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
-          "--save-problem"};
+          "--save-problem", "--memory-limit", "--mpi-timeout"};
       bool is_known = false;
       for (const char* k : known) is_known = is_known || name == k;
       if (!is_known) throw UsageError("unknown option '" + arg + "' (see --help)");
@@ -153,6 +160,10 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       if (value != "auto" && value != "shared" && value != "rma")
         throw UsageError("--mpi-world: unknown kind '" + value + "' (expected auto, shared or rma)");
       o.mpi_world = value;
+    } else if (name == "--memory-limit") {
+      o.memory_limit = parse_memory_size(name, value);
+    } else if (name == "--mpi-timeout") {
+      o.mpi_timeout = to_double(name, value, 0.001, 1e6);
     } else if (name == "--steps") {
       o.steps = to_int(name, value, 1, 1000000);
     } else if (name == "--imbalance") {

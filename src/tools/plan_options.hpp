@@ -28,6 +28,12 @@ struct PlanOptions {
   World world = World::inprocess;
   // --mpi-world auto|shared|rma; empty = $MOONEP_MPI_WORLD, else auto.
   std::string mpi_world;
+  // --memory-limit in bytes (kNoMemoryLimit for "none"); empty = the
+  // default of memory_budget.hpp.
+  std::optional<std::int64_t> memory_limit;
+  // --mpi-timeout in seconds; 0 = $MOONEP_MPI_TIMEOUT, else the MPI
+  // worlds' default (moonep/mpi_world.hpp).
+  double mpi_timeout = 0;
   bool summary = false;  // print the human summary (always in synthetic mode)
   bool help = false;
 

@@ -1,21 +1,30 @@
 // Private to moonep-plan: the problem to plan, from a file or synthetic.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "memory_budget.hpp"
 #include "moonep/io.hpp"
 #include "plan_options.hpp"
 
 namespace moonep::tools {
 
 // Reads --input, or validates the synthetic configuration and generates its
-// routing. Throws InputError; nothing is written.
-Problem load_problem(const PlanOptions& options);
+// routing, keeping the whole run within `memory_limit`: `run` says what
+// else the run does (backend, world, outputs); its configuration and input
+// sizes are filled in here. InputError (exit 2, nothing allocated for it
+// yet) for a file too long or too costly to parse, and for a problem whose
+// run (estimate_memory) would exceed the limit; nothing is written. The
+// run's estimate goes to *need when given (for the summary).
+Problem load_problem(const PlanOptions& options, RunShape run, std::int64_t memory_limit,
+                     MemoryNeed* need = nullptr);
 
-// Throws RuntimeError when planning this configuration in one process
-// would need more memory than the machine has (the kernel would otherwise
-// kill the process half-way, which is no way to report a too-large problem).
-void check_fits_in_memory(const Config& config);
+// The summary's memory line: "about 412.3 MiB at the peak (estimated; limit 4.0 GiB)".
+std::string describe_memory(const MemoryNeed& need, std::int64_t memory_limit);
+
+// --memory-limit, else default_memory_limit(processes on this node).
+std::int64_t memory_limit_of(const PlanOptions& options, int processes_on_node = 1);
 
 // "problem file plan.json" or "synthetic step (lognormal expert popularity,
 // imbalance 1.00, seed 1)".

@@ -121,10 +121,11 @@ moonep_cli_test(bad_synthetic_config
   ARGS "--ranks|4|--experts|10|--output|${_cli_work}/bad_synthetic_config/plan.json"
   EXPECT_RC 2 EXPECT_STDERR "experts (10) must be a multiple of ranks (4)"
   OUTPUT ${_cli_work}/bad_synthetic_config/plan.json OUTPUT_MODE both)
-# [R][E] tables alone would take terabytes: refused up front, not OOM-killed.
+# [R][E] tables alone would take terabytes: refused up front (exit 2, the
+# sizes named), not OOM-killed.
 moonep_cli_test(synthetic_too_large_for_memory
   ARGS "--ranks|128|--experts|8388608|--tokens|1|--token-padding|1|--steps|1"
-  EXPECT_RC 1 EXPECT_STDERR "GiB")
+  EXPECT_RC 2 EXPECT_STDERR "planning R=128 E=8388608|GiB), more than the memory limit of")
 moonep_cli_test(help ARGS "--help" EXPECT_RC 0 EXPECT_STDOUT "usage: moonep-plan|--backend|--imbalance")
 moonep_cli_test(bad_mpi_world_kind ARGS "--world|mpi|--mpi-world|ring" EXPECT_RC 2 EXPECT_STDERR "--mpi-world: unknown kind 'ring'")
 if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)

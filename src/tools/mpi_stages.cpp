@@ -1,0 +1,287 @@
+// MpiStages (mpi_stages.hpp): reports to rank 0, verdicts back, every wait
+// bounded by the timeout.
+#include "mpi_stages.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <type_traits>
+#include <string>
+#include <thread>
+
+#include "error_line.hpp"
+#include "moonep/error.hpp"
+#include "moonep/mpi_world.hpp"
+#include "plan_options.hpp"
+
+namespace moonep::tools {
+namespace {
+
+// What a process tells rank 0 after a stage.
+struct Report {
+  std::int32_t status = 0;     // 0 ok, 1 runtime failure, 2 bad usage or input
+  std::int32_t timed_out = 0;  // it gave up waiting for another process
+  std::int32_t has_fingerprint = 0;
+  RunFingerprint fingerprint;
+  std::string message;
+};
+
+constexpr std::size_t kHeader = 3 * sizeof(std::int32_t) + sizeof(RunFingerprint);
+constexpr std::size_t kMaxMessage = 16384;  // error messages are one line; cut anything longer
+
+std::vector<char> pack(const Report& r) {
+  std::vector<char> buf(kHeader + std::min(r.message.size(), kMaxMessage));
+  std::memcpy(buf.data(), &r.status, 4);
+  std::memcpy(buf.data() + 4, &r.timed_out, 4);
+  std::memcpy(buf.data() + 8, &r.has_fingerprint, 4);
+  std::memcpy(buf.data() + 12, &r.fingerprint, sizeof(RunFingerprint));
+  std::memcpy(buf.data() + kHeader, r.message.data(), buf.size() - kHeader);
+  return buf;
+}
+
+Report unpack(const std::vector<char>& buf) {
+  Report r;
+  if (buf.size() < kHeader) {
+    r.status = 1;
+    r.message = "a malformed report";
+    return r;
+  }
+  std::memcpy(&r.status, buf.data(), 4);
+  std::memcpy(&r.timed_out, buf.data() + 4, 4);
+  std::memcpy(&r.has_fingerprint, buf.data() + 8, 4);
+  std::memcpy(&r.fingerprint, buf.data() + 12, sizeof(RunFingerprint));
+  r.message.assign(buf.data() + kHeader, buf.size() - kHeader);
+  return r;
+}
+
+int status_of(const std::exception& e) {
+  if (dynamic_cast<const InputError*>(&e) || dynamic_cast<const UsageError*>(&e)) return 2;
+  return 1;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// "rank 3", "ranks 1, 2 and 5"
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+// Leaves at once with `status`, without MPI_Finalize: a process that never
+// came would hold it forever. mpirun sees the exit and ends the job.
+[[noreturn]] void leave(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(status);
+}
+
+}  // namespace
+
+MpiStages::MpiStages(double timeout_s) : timeout_s_(timeout_s) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (rc == MPI_SUCCESS && !mpi_wait_for(req, timeout_s_, &rc)) {
+    if (rank_ == 0) print_error_line("the other MPI processes did not start within " + seconds(timeout_s_));
+    leave(1);
+  }
+  if (rc != MPI_SUCCESS) throw RuntimeError("moonep-plan: MPI_Comm_idup failed");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  // Every process passed the bounded duplication just now, so this
+  // blocking split finds them all.
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &node_size_);
+    MPI_Comm_free(&node);
+  }
+}
+
+template <class Keep>
+void MpiStages::wait(MPI_Request& request, const char* step, Keep&& keep) {
+  int rc = MPI_SUCCESS;
+  if (!mpi_wait_for(request, timeout_s_, &rc)) {
+    new std::decay_t<Keep>(std::move(keep));  // moved storage stays where MPI writes: leaked on purpose
+    throw MpiTimeoutError(std::string(step) + ": the other MPI processes did not arrive within " +
+                          seconds(timeout_s_) + " (--mpi-timeout)");
+  }
+  if (rc != MPI_SUCCESS) throw RuntimeError(std::string(step) + ": MPI failed");
+}
+
+void MpiStages::barrier(const char* step) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm_, &req);
+  wait(req, step, 0);
+}
+
+double MpiStages::max(double value, const char* step) {
+  auto buf = std::make_unique<double[]>(2);
+  buf[0] = value;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_DOUBLE, MPI_MAX, comm_, &req);
+  wait(req, step, buf);
+  return buf[1];
+}
+
+long long MpiStages::sum(long long value, const char* step) {
+  auto buf = std::make_unique<long long[]>(2);
+  buf[0] = value;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_LONG_LONG, MPI_SUM, comm_, &req);
+  wait(req, step, buf);
+  return buf[1];
+}
+
+std::vector<int> MpiStages::gather(const std::vector<int>& values, const char* step) {
+  std::vector<int> mine = values;
+  std::vector<int> all(rank_ == 0 ? mine.size() * static_cast<std::size_t>(size_) : 0);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_INT, all.data(), static_cast<int>(mine.size()),
+              MPI_INT, 0, comm_, &req);
+  // A moved vector keeps its storage, so the pointers MPI holds stay valid.
+  struct Buffers {
+    std::vector<int> mine, all;
+  } keep{std::move(mine), std::move(all)};
+  wait(req, step, keep);
+  return std::move(keep.all);
+}
+
+std::vector<std::int32_t> MpiStages::gatherv(std::vector<std::int32_t> mine, std::vector<std::int32_t> all,
+                                             std::vector<int> counts, std::vector<int> displs, const char* step) {
+  struct Buffers {
+    std::vector<std::int32_t> mine, all;
+    std::vector<int> counts, displs;
+  } keep{std::move(mine), std::move(all), std::move(counts), std::move(displs)};
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Igatherv(keep.mine.data(), static_cast<int>(keep.mine.size()), MPI_INT32_T, keep.all.data(),
+               keep.counts.data(), keep.displs.data(), MPI_INT32_T, 0, comm_, &req);
+  wait(req, step, keep);
+  return std::move(keep.all);
+}
+
+int MpiStages::run(const char* name, const std::function<void()>& stage, const RunFingerprint* fingerprint) {
+  const int tag = 100 + stage_++;
+  Report mine;
+  try {
+    stage();
+  } catch (const MpiTimeoutError& e) {
+    mine.status = 1;
+    mine.timed_out = 1;
+    mine.message = e.what();
+  } catch (const std::exception& e) {
+    mine.status = status_of(e);
+    mine.message = e.what();
+  } catch (...) {
+    mine.status = 1;
+    mine.message = "unknown failure";
+  }
+  if (mine.status == 0 && fingerprint) {
+    mine.has_fingerprint = 1;
+    mine.fingerprint = *fingerprint;
+  }
+
+  std::int32_t verdict[2] = {0, 0};  // status, and whether to leave without MPI_Finalize
+  if (rank_ != 0) {
+    const std::vector<char> buf = pack(mine);
+    MPI_Request sent = MPI_REQUEST_NULL, got = MPI_REQUEST_NULL;
+    MPI_Isend(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, 0, tag, comm_, &sent);
+    MPI_Irecv(verdict, 2, MPI_INT32_T, 0, tag, comm_, &got);
+    // Rank 0 may take its own stage's time plus the timeout to answer.
+    if (!mpi_wait_for(got, 2 * timeout_s_)) {
+      // Rank 0 is the one missing; rank 1 says so, the others stay quiet.
+      if (rank_ == 1) {
+        print_error_line(std::string("rank 0 did not finish ") + name + " within " + seconds(2 * timeout_s_) +
+                         " (it stopped, hangs, or is slower than --mpi-timeout " + seconds(timeout_s_) + ")");
+      }
+      leave(1);
+    }
+    mpi_wait_for(sent, timeout_s_);
+  } else {
+    // Collect every report, for at most the timeout.
+    std::vector<Report> reports(static_cast<std::size_t>(size_));
+    std::vector<bool> arrived(static_cast<std::size_t>(size_), false);
+    reports[0] = mine;
+    arrived[0] = true;
+    int missing = size_ - 1;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                 std::chrono::duration<double>(timeout_s_));
+    while (missing > 0 && std::chrono::steady_clock::now() < deadline) {
+      bool any = false;
+      for (int r = 1; r < size_; ++r) {
+        if (arrived[r]) continue;
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(r, tag, comm_, &flag, &st);
+        if (!flag) continue;
+        int len = 0;
+        MPI_Get_count(&st, MPI_BYTE, &len);
+        std::vector<char> buf(static_cast<std::size_t>(len));
+        MPI_Recv(buf.data(), len, MPI_BYTE, r, tag, comm_, MPI_STATUS_IGNORE);
+        reports[r] = unpack(buf);
+        arrived[r] = true;
+        --missing;
+        any = true;
+      }
+      if (!any) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    // The decision: a real failure first (timeouts are its consequences),
+    // then processes that never reported, then timeouts; then, when all
+    // went well, whether every process plans what rank 0 plans.
+    std::vector<int> absent;
+    int worst = 0, first_real = -1, first_timeout = -1;
+    bool any_timeout = false;
+    for (int r = 0; r < size_; ++r) {
+      if (!arrived[r]) {
+        absent.push_back(r);
+        continue;
+      }
+      const Report& rep = reports[r];
+      worst = std::max(worst, static_cast<int>(rep.status));
+      if (rep.status != 0 && !rep.timed_out && first_real < 0) first_real = r;
+      if (rep.timed_out) {
+        any_timeout = true;
+        if (first_timeout < 0) first_timeout = r;
+      }
+    }
+    std::string message;
+    if (first_real >= 0) {
+      message = reports[first_real].message;
+    } else if (!absent.empty()) {
+      worst = std::max(worst, 1);
+      message = ranks_text(absent) + " did not finish " + name + " within " + seconds(timeout_s_) + " of rank 0 (" +
+                (absent.size() == 1 ? "it stopped, hangs, or is" : "they stopped, hang, or are") +
+                " slower than --mpi-timeout); nothing was written";
+    } else if (first_timeout >= 0) {
+      message = reports[first_timeout].message;
+    } else if (fingerprint) {
+      for (int r = 1; r < size_ && message.empty(); ++r)
+        message = fingerprint_difference(reports[0].fingerprint, reports[r].fingerprint, r);
+      if (!message.empty()) worst = 2;
+    }
+    if (worst != 0) print_error_line(message);
+    verdict[0] = worst;
+    verdict[1] = (any_timeout || !absent.empty()) ? 1 : 0;
+    std::vector<MPI_Request> sends;
+    for (int r = 1; r < size_; ++r) {
+      if (!arrived[r]) continue;
+      sends.emplace_back();
+      MPI_Isend(verdict, 2, MPI_INT32_T, r, tag, comm_, &sends.back());
+    }
+    for (auto& s : sends) mpi_wait_for(s, timeout_s_);
+  }
+  if (verdict[1]) leave(verdict[0] ? verdict[0] : 1);
+  return verdict[0];
+}
+
+}  // namespace moonep::tools

@@ -1,0 +1,189 @@
+// Issue 19, part 2, as a user meets it: moonep-plan processes under mpirun
+// that were started differently. Before, they hung until killed (leaving
+// shared-memory files) or wrote a plan mixed from two files with exit 0.
+// Now every case ends, bounded, with exit 2 (or 1 for a process that never
+// came), one error line naming what differs, and no plan file. mpirun runs
+// with -q (it then prints nothing of its own) under a 120 s guard.
+#include "catch2_compat.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "reliability/run_process.hpp"
+
+using namespace moonep::test;
+
+namespace {
+
+const std::string kGood = std::string(MOONEP_CLI_DIR) + "/problems/good.json";  // ranks = 4
+
+// mpirun [-np n moonep-plan --world mpi args...] : [...] ...
+RunResult mpirun(const std::vector<std::pair<int, std::vector<std::string>>>& groups,
+                 std::vector<std::pair<std::string, std::string>> env = {}) {
+  std::vector<std::string> cmd{MOONEP_MPIEXEC, "--oversubscribe", "-q"};
+  for (const auto& kv : env) cmd.insert(cmd.end(), {"-x", kv.first});  // passed on to every process
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (g) cmd.push_back(":");
+    cmd.insert(cmd.end(), {"-np", std::to_string(groups[g].first), MOONEP_PLAN_EXE});
+    cmd.insert(cmd.end(), groups[g].second.begin(), groups[g].second.end());
+  }
+  moonep::test::RunOptions o;
+  o.timeout_s = 120;
+  o.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  o.env.insert(o.env.end(), env.begin(), env.end());
+  o.unset_env = {"MOONEP_MPI_WORLD", "MOONEP_MPI_TIMEOUT"};
+  return run_process(cmd, o);
+}
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+// The one "moonep-plan: error:" line (other lines would be mpirun's or a
+// crash's: there must be none).
+std::string error_line(const RunResult& r) {
+  INFO(r.describe());
+  CHECK(!r.timed_out);
+  const auto lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("moonep-plan: error: ", 0) == 0);
+  return lines[0];
+}
+
+
+}  // namespace
+
+TEST_CASE("mpirun: agreeing processes still plan (the reference for the cases below)") {
+  ScratchDir dir("mpi_agree");
+  const auto args = std::vector<std::string>{"--world", "mpi", "--input", kGood, "--output", dir.file("plan.json")};
+  const auto r = mpirun({{4, args}});
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const auto alone = run_process({MOONEP_PLAN_EXE, "--input", kGood, "--output", "-"});
+  CHECK(read_file(dir.file("plan.json")) == alone.out);
+}
+
+TEST_CASE("mpirun: processes started with different options stop before planning, exit 2") {
+  ScratchDir dir("mpi_agree");
+  const std::string plan = dir.file("plan.json");
+  const auto base = std::vector<std::string>{"--world", "mpi", "--input", kGood, "--output", plan};
+  struct Case {
+    const char* name;
+    std::vector<std::string> odd;  // what rank 2 gets on top
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"steps", {"--steps", "2"}, "rank 2 was started with --steps 2, rank 0 with --steps 1; every rank must be started with the same options"},
+      {"world kind", {"--mpi-world", "rma"}, "rank 2 was started with --mpi-world rma, rank 0 with --mpi-world auto"},
+      {"backend", {"--backend", "portable"}, "rank 2 was started with --backend portable, rank 0 with no --backend"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const auto r = mpirun({{2, base}, {1, with(base, c.odd)}, {1, base}});
+    CHECK(r.exit_code == 2);
+    CHECK(error_line(r).find(c.expected) != std::string::npos);
+    CHECK(!path_exists(plan));
+  }
+}
+
+TEST_CASE("mpirun: a process without --world mpi refuses at once instead of planning alone") {
+  ScratchDir dir("mpi_agree");
+  const std::string plan = dir.file("plan.json"), alone = dir.file("alone.json");
+  const auto r = mpirun({{3, {"--world", "mpi", "--input", kGood, "--output", plan}},
+                         {1, {"--input", kGood, "--output", alone}}});
+  CHECK(r.exit_code == 2);
+  CHECK(error_line(r).find("this is one of 4 MPI processes (OMPI_COMM_WORLD_SIZE=4) but was started without --world "
+                           "mpi") != std::string::npos);
+  CHECK(!path_exists(plan));
+  CHECK(!path_exists(alone));
+  // Explicitly --world inprocess under a launch of several is refused too.
+  const auto explicit_run = mpirun({{2, {"--world", "inprocess", "--input", kGood, "--output", alone}}});
+  CHECK(explicit_run.exit_code == 2);
+  CHECK(!path_exists(alone));
+}
+
+TEST_CASE("mpirun: processes reading different problems of one shape stop, no mixed plan") {
+  ScratchDir dir("mpi_agree");
+  // good.json with two expert ids of rank 1's routing changed: same shape,
+  // another routing.
+  std::string other = read_file(kGood);
+  const std::string from = "[1, 7, 12, 1,", to = "[1, 7, 13, 0,";
+  REQUIRE(other.find(from) != std::string::npos);
+  other.replace(other.find(from), from.size(), to);
+  write_file(dir.file("other.json"), other);
+  const std::string plan = dir.file("plan.json");
+  const auto r = mpirun({{3, {"--world", "mpi", "--input", kGood, "--output", plan}},
+                         {1, {"--world", "mpi", "--input", dir.file("other.json"), "--output", plan}}});
+  CHECK(r.exit_code == 2);
+  CHECK(error_line(r).find("rank 3 read a different routing than rank 0 (same R=4 E=16 K=2 S=8 B=2 tp=4, digest ") !=
+        std::string::npos);
+  CHECK(!path_exists(plan));
+
+  // Another shape (tokens_per_expert given on one rank only) is named too.
+  const auto tpe = mpirun({{1, {"--world", "mpi", "--input", std::string(MOONEP_CLI_DIR) + "/problems/good_tpe.json",
+                                "--output", plan}},
+                           {3, {"--world", "mpi", "--input", kGood, "--output", plan}}});
+  CHECK(tpe.exit_code == 2);
+  CHECK(error_line(tpe).find("rank 1 read a problem of R=4 E=16 K=2 S=8 B=2 tp=4 without tokens_per_expert, rank 0 "
+                             "one of R=4 E=16 K=2 S=8 B=2 tp=4 with tokens_per_expert") != std::string::npos);
+  CHECK(!path_exists(plan));
+}
+
+TEST_CASE("mpirun: a process that never comes is named after --mpi-timeout; nobody hangs") {
+  ScratchDir dir("mpi_agree");
+  const std::string fifo = dir.file("never.fifo"), plan = dir.file("plan.json");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // no writer: reading it blocks forever
+  const auto base = std::vector<std::string>{"--world", "mpi", "--mpi-timeout", "2", "--output", plan};
+  const auto stuck_1 = mpirun({{1, with(base, {"--input", kGood})},
+                               {1, with(base, {"--input", fifo})},
+                               {2, with(base, {"--input", kGood})}});
+  CHECK(stuck_1.exit_code == 1);
+  CHECK(error_line(stuck_1).find("rank 1 did not finish reading the problem within 2 s of rank 0") !=
+        std::string::npos);
+  CHECK(!path_exists(plan));
+
+  // Rank 0 itself stuck: rank 1 says so.
+  const auto stuck_0 = mpirun({{1, with(base, {"--input", fifo})}, {3, with(base, {"--input", kGood})}});
+  CHECK(stuck_0.exit_code == 1);
+  CHECK(error_line(stuck_0).find("rank 0 did not finish reading the problem within 4 s") != std::string::npos);
+  CHECK(!path_exists(plan));
+
+  // The timeout from the environment; nonsense there is one clear error.
+  const auto via_env = mpirun({{1, {"--world", "mpi", "--input", fifo}}, {1, {"--world", "mpi", "--input", kGood}}},
+                              {{"MOONEP_MPI_TIMEOUT", "1"}});
+  CHECK(via_env.exit_code == 1);
+  CHECK(error_line(via_env).find("within 2 s (it stopped, hangs, or is slower than --mpi-timeout 1 s)") !=
+        std::string::npos);
+  const auto bad_env = mpirun({{2, {"--world", "mpi", "--ranks", "2", "--experts", "4", "--steps", "1"}}},
+                              {{"MOONEP_MPI_TIMEOUT", "soon"}});
+  CHECK(bad_env.exit_code == 2);
+  CHECK(error_line(bad_env).find("MOONEP_MPI_TIMEOUT: expected a positive number of seconds, got 'soon'") !=
+        std::string::npos);
+}
+
+TEST_CASE("mpirun: rank 0's memory estimate is within 2x of the largest process's peak") {
+#if defined(__SANITIZE_ADDRESS__)
+  return;  // ASan's shadow memory changes every process's size
+#endif
+  ScratchDir dir("mpi_agree");
+  // 2M entries per rank: ~200 MB a process. wait4 on mpirun reports the
+  // largest of its processes.
+  const auto r = mpirun({{2, {"--world", "mpi", "--ranks", "2", "--experts", "64", "--topk", "8", "--tokens", "262144",
+                              "--token-padding", "16", "--steps", "1", "--output", dir.file("plan.json")}}});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const double estimate = moonep::test::summary_memory_estimate(r.out);
+  REQUIRE(estimate > 0);
+  const double measured = static_cast<double>(r.max_rss_kb) * 1024.0;
+  INFO("estimated " << estimate / 1048576 << " MiB, measured " << measured / 1048576 << " MiB");
+  CHECK(measured > 100.0 * 1048576);
+  CHECK(estimate >= measured / 2);
+  CHECK(estimate <= measured * 2);
+}

@@ -1,0 +1,44 @@
+# Issue 19 (reliability): special output paths, hostile input, memory
+# limits, MPI agreement, and a fuzz smoke test of moonep-plan. The tests
+# that run moonep-plan find it, and the CLI test problems, through
+# compile definitions.
+if(NOT TARGET moonep-plan)
+  return()
+endif()
+
+add_library(moonep_run_process OBJECT ${CMAKE_CURRENT_LIST_DIR}/reliability/run_process.cpp)
+target_compile_features(moonep_run_process PUBLIC cxx_std_17)
+
+# moonep_add_cli_test(NAME source...): a Catch2 binary that may run moonep-plan.
+function(moonep_add_cli_test name)
+  moonep_add_test(${name} ${ARGN} $<TARGET_OBJECTS:moonep_run_process>)
+  target_compile_definitions(${name} PRIVATE
+    MOONEP_PLAN_EXE="$<TARGET_FILE:moonep-plan>"
+    MOONEP_CLI_DIR="${CMAKE_CURRENT_LIST_DIR}/cli")
+  add_dependencies(${name} moonep-plan)
+endfunction()
+
+moonep_add_cli_test(test_output_paths test_output_paths.cpp)
+moonep_add_cli_test(test_error_lines test_error_lines.cpp)
+moonep_add_cli_test(test_cli_launch test_cli_launch.cpp)
+moonep_add_cli_test(test_memory_limit test_memory_limit.cpp)
+
+# ---- MPI: worlds that disagree or wait for a peer that does not come
+# (library), and moonep-plan processes started differently (CLI). Uses the
+# MPI test helper of tests_mpi.cmake when it is there.
+if(MoonEP_HAVE_MPI AND COMMAND moonep_add_mpi_test)
+  moonep_add_mpi_test(test_mpi_timeouts 3 test_mpi_timeouts.cpp)
+endif()
+# moonep-plan under mpirun, started differently per process (MPMD command
+# lines). Open MPI only: it uses --oversubscribe, -q and -x.
+if(MoonEP_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _rel_mpiexec_version
+                  ERROR_QUIET TIMEOUT 20)
+  if(_rel_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    moonep_add_cli_test(test_mpi_cli_agreement test_mpi_cli_agreement.cpp)
+    target_compile_definitions(test_mpi_cli_agreement PRIVATE MOONEP_MPIEXEC="${MPIEXEC_EXECUTABLE}")
+    set_tests_properties(test_mpi_cli_agreement PROPERTIES TIMEOUT 600 PROCESSORS 4 LABELS mpi)
+  endif()
+endif()
+moonep_add_cli_test(test_fuzz_cli test_fuzz_cli.cpp)
+set_tests_properties(test_fuzz_cli PROPERTIES TIMEOUT 600 LABELS fuzz)
