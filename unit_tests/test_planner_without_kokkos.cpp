@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "moonep/backend.hpp"
 #include "moonep/error.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
@@ -33,6 +34,8 @@ TEST_CASE("a planner before Kokkos::initialize is a RuntimeError and the world s
     INFO(message);
     CHECK(message.find("Kokkos is not initialized") != std::string::npos);
     CHECK_FALSE(world.has_planner());
+    // The portable HostPlanner holds such a Planner: the same error.
+    CHECK_THROWS_AS(make_host_planner(Backend::portable, c), RuntimeError);
 
     Kokkos::initialize();
     {
