@@ -176,3 +176,33 @@ TEST_CASE("moonep-plan: a hostile file name or option is escaped and elided too"
   CHECK(opt.err_lines()[0].rfind("moonep-plan: error: unknown option '--frob\\x1bxxx", 0) == 0);
   CHECK(opt.err_lines()[0].size() <= 300);
 }
+
+// The test runner's stderr split (run_process.hpp): what Kokkos 4.6's
+// OpenMP backend prints at initialize is taken out, whole; moonep-plan's
+// lines, and any other line, stay.
+TEST_CASE("test support: Kokkos' notices are split from moonep-plan's stderr, nothing else") {
+  const std::string kokkos =
+      "Kokkos::OpenMP::initialize WARNING: OMP_PROC_BIND environment variable not set\n"
+      "  In general, for best performance with OpenMP 4.0 or better set OMP_PROC_BIND=spread and OMP_PLACES=threads\n"
+      "  For best performance with OpenMP 3.1 set OMP_PROC_BIND=true\n"
+      "  For unit testing set OMP_PROC_BIND=false\n"
+      "\n";
+  const std::string ours = "moonep-plan: error: --ranks: expected a positive integer, got 'x'\n";
+  std::string own, notices;
+  moonep::test::split_notices(kokkos + ours, own, notices);
+  CHECK(own == ours);
+  CHECK(notices == kokkos);
+
+  // An indented line after one of ours is ours; a stray line is kept, and
+  // so is a blank line that does not end a notice.
+  moonep::test::split_notices(ours + "  more\nstray output\n\n" + kokkos + "\n", own, notices);
+  CHECK(own == ours + "  more\nstray output\n\n\n");
+  CHECK(notices == kokkos);
+
+  moonep::test::split_notices("MPI detected: For OpenMP binding to work as intended, MPI ranks must be bound\n" + ours,
+                              own, notices);
+  CHECK(own == ours);
+  moonep::test::split_notices("no newline at the end", own, notices);
+  CHECK(own == "no newline at the end");
+  CHECK(notices.empty());
+}

@@ -2,6 +2,7 @@
 // bounded by the timeout.
 #include "mpi_stages.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -203,6 +204,12 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
       if (rank_ == 1) {
         print_error_line(std::string("rank 0 did not finish ") + name + " within " + seconds(2 * timeout_s_) +
                          " (it stopped, hangs, or is slower than --mpi-timeout " + seconds(timeout_s_) + ")");
+      } else {
+        // The others time out at about the same moment as rank 1; one of
+        // them leaving first lets mpirun end the job, rank 1 included,
+        // before its line is out. So they leave a grace period after it
+        // (mpirun ends them sooner, once rank 1 has left).
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::max(2.0, timeout_s_)));
       }
       leave(1);
     }

@@ -82,9 +82,29 @@ std::vector<std::string> RunResult::err_lines() const {
   return lines;
 }
 
+void split_notices(const std::string& text, std::string& own, std::string& notices) {
+  own.clear();
+  notices.clear();
+  bool in_notice = false;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t nl = text.find('\n', at);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    const std::string line = text.substr(at, end - at);
+    const bool opens = line.rfind("Kokkos::", 0) == 0 || line.rfind("MPI detected:", 0) == 0;
+    const bool blank = line == "\n";
+    const bool continues = in_notice && (blank || line.rfind("  ", 0) == 0 || line.rfind("\t", 0) == 0);
+    (opens || continues ? notices : own) += line;
+    in_notice = (opens || continues) && !blank;  // a blank line ends the block
+    at = end;
+  }
+}
+
 std::string RunResult::describe() const {
   std::string s = timed_out ? "timed out" : signal ? "signal " + std::to_string(signal) : "exit " + std::to_string(exit_code);
-  return s + "; stderr: " + err.substr(0, 2000);
+  s += "; stderr: " + err.substr(0, 2000);
+  if (!notices.empty()) s += "\n(and Kokkos' notices: " + notices.substr(0, 500) + ")";
+  return s;
 }
 
 RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o) {
@@ -129,7 +149,7 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o)
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.max_rss_kb = usage.ru_maxrss;
   r.out = read_file(out_path);
-  r.err = read_file(err_path);
+  split_notices(read_file(err_path), r.err, r.notices);
   return r;
 }
 

@@ -19,7 +19,9 @@ struct RunResult {
   int exit_code = -1;      // -1 when killed by a signal
   int signal = 0;          // the signal that ended it, 0 if it exited
   bool timed_out = false;  // killed at the time bound
-  std::string out, err;    // all it wrote on stdout and stderr
+  std::string out;         // all it wrote on stdout
+  std::string err;         // what it wrote on stderr, less `notices`
+  std::string notices;     // dependencies' notices taken out of stderr
   long max_rss_kb = 0;     // peak resident memory (getrusage of the child)
   double seconds = 0;      // wall time
 
@@ -30,8 +32,18 @@ struct RunResult {
 };
 
 // Runs argv[0] (a path) with argv in a new process group; stdout and stderr
-// go to temporary files, read back afterwards.
+// go to temporary files, read back afterwards. Stderr is split with
+// split_notices: the tests judge what moonep-plan says, and a user's Kokkos
+// (4.x with OpenMP warns at initialize when OMP_PROC_BIND is unset) may add
+// lines of its own that no test should fail on.
 RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options = {});
+
+// Splits stderr text into moonep-plan's own lines and Kokkos' notices: a
+// line starting with "Kokkos::" or "MPI detected:" (what Kokkos' backends
+// print at initialize), with the indented lines right after it and the
+// blank line that may end it. Only whole
+// such blocks are taken, so anything else moonep-plan writes stays in `own`.
+void split_notices(const std::string& text, std::string& own, std::string& notices);
 
 // A fresh directory under the temporary directory, removed with everything
 // in it when the object dies.
