@@ -7,7 +7,7 @@
 // per thread and one barrier over all blocks, the least a one-launch
 // planner must do (floor_kernels.cu). Every configuration is first checked
 // against the reference planner.
-// Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke | --headline]
+// Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke | --headline | --gpu-world]
 //   steps        launches timed per figure (default 500)
 //   --csv FILE   also append one row per configuration at the default
 //                blocks_per_rank (backend cuda, world virtual; the floors
@@ -17,6 +17,10 @@
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
 //                and the rank-0 kernel) and its phase trace: a quick A/B
 //                of a kernel change
+//   --gpu-world  the GpuWorld's per-rank launches (R streams, and one graph
+//                of R kernel nodes) next to the virtual-rank kernel at the
+//                headline (with --smoke: a small shape), with the
+//                in-kernel critical path of each (world_bench below)
 //   --profile BPR  only `steps` planning steps of the headline at
 //                blocks_per_rank BPR, untimed: for a profiler, e.g.
 //                ncu -k regex:replicated --launch-skip 10 --launch-count 1
@@ -30,6 +34,7 @@
 
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
+#include "moonep/gpu_world.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
 
@@ -321,22 +326,115 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   cudaFree(d_trace);
 }
 
+// The critical path of the last of 20 traced steps: from the last block's
+// arrival at the first cross-rank barrier to the last block's end (us), and
+// how far apart the blocks started. Trace points as trace_names() lists them.
+struct Path {
+  double critical = 0, start_spread = 0;
+};
+Path critical_path(const std::vector<unsigned long long>& t, int blocks, moonep::cuda::Kernel k) {
+  const int stride = 24, arrive = k == moonep::cuda::Kernel::replicated ? 3 : 2,
+            end = k == moonep::cuda::Kernel::replicated ? 14 : 15;
+  unsigned long long first_start = ~0ull, last_start = 0, last_arrival = 0, last_end = 0;
+  for (int b = 0; b < blocks; ++b) {
+    first_start = std::min(first_start, t[b * stride]);
+    last_start = std::max(last_start, t[b * stride]);
+    last_arrival = std::max(last_arrival, t[b * stride + arrive]);
+    last_end = std::max(last_end, t[b * stride + end]);
+  }
+  return Path{(last_end - last_arrival) / 1000.0, (last_start - first_start) / 1000.0};
+}
+
+// One GPU per rank, on one GPU: the GpuWorld's R cooperative launches
+// (each rank its own allocation, stream and launch, all on device 0) next
+// to the virtual-rank Planner, same shape, blocks and routing, one run.
+// Per-rank launches start one after another on one GPU (a world of one
+// GPU per rank starts them in parallel), so the in-kernel critical path is
+// reported too: the part of the step a real world pays after every rank
+// has arrived.
+int world_bench(const moonep::Config& c, int bpr, int steps) {
+  const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
+  const DeviceRouting d(routing);
+  const moonep::HostPlan ref = moonep::plan_reference(c, routing);
+  const int replays = std::max(1, steps / 50);
+  cudaStream_t s;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  unsigned long long* d_trace = nullptr;
+  const std::size_t trace_words = static_cast<std::size_t>(c.ranks) * bpr * 24;
+  ok(cudaMalloc(reinterpret_cast<void**>(&d_trace), trace_words * 8), "trace malloc");
+  std::vector<unsigned long long> t(trace_words);
+  auto traced_path = [&](auto&& step, int blocks, moonep::cuda::Kernel k) {
+    ok(cudaMemset(d_trace, 0, trace_words * 8), "trace memset");
+    for (int i = 0; i < 20; ++i) step();
+    ok(cudaStreamSynchronize(s), "trace sync");
+    ok(cudaDeviceSynchronize(), "trace sync");
+    ok(cudaMemcpy(t.data(), d_trace, trace_words * 8, cudaMemcpyDeviceToHost), "trace copy");
+    return critical_path(t, blocks, k);
+  };
+  std::printf("\none GPU per rank, on one GPU: %s, blocks_per_rank %d, %d steps\n", moonep::describe(c).c_str(), bpr,
+              steps);
+  std::printf("  %-40s %-12s %7s %9s %9s %10s %11s\n", "planner", "kernel", "correct", "step_us", "graph_us",
+              "path_us", "spread_us");
+  bool all_ok = true;
+  for (const auto kernel : {moonep::cuda::Kernel::automatic, moonep::cuda::Kernel::rank0_tables}) {
+    moonep::cuda::Options vo;
+    vo.blocks_per_rank = bpr;
+    vo.kernel = kernel;
+    moonep::cuda::Planner virt(c, vo);
+    auto vstep = [&] { virt.plan(d.ptrs(), nullptr, s); };
+    virt.plan(d.ptrs(), nullptr, s);
+    const bool vok = moonep::plan_difference(virt.copy_out(s), ref).empty();
+    const double v_stream = time_us(s, steps, vstep), v_graph = graph_us(s, 50, replays, vstep);
+    vo.debug_trace = d_trace;
+    moonep::cuda::Planner vtraced(c, vo);
+    const Path vp = traced_path([&] { vtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * vtraced.blocks_per_rank(),
+                                vtraced.kernel());
+
+    moonep::cuda::WorldOptions wo;
+    wo.blocks_per_rank = bpr;
+    wo.kernel = kernel;
+    moonep::cuda::GpuWorld world(c, std::vector<int>(static_cast<std::size_t>(c.ranks), 0), wo);
+    auto wstep = [&] { world.plan(d.ptrs(), nullptr, s); };
+    world.plan(d.ptrs(), nullptr, s);
+    const bool wok = moonep::plan_difference(world.copy_out(), ref).empty();
+    const double w_stream = time_us(s, steps, wstep), w_graph = graph_us(s, 50, replays, wstep);
+    world.check();
+    wo.debug_trace = d_trace;
+    moonep::cuda::GpuWorld wtraced(c, std::vector<int>(static_cast<std::size_t>(c.ranks), 0), wo);
+    const Path wp = traced_path([&] { wtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * wtraced.blocks_per_rank(),
+                                wtraced.kernel());
+    wtraced.check();
+    const std::string vname = "virtual ranks (one launch)";
+    const std::string wname = "gpu world (" + std::to_string(c.ranks) + " launches, " + std::to_string(c.ranks) + " streams)";
+    std::printf("  %-40s %-12s %7s %9.2f %9.2f %10.2f %11.2f\n", vname.c_str(), moonep::cuda::kernel_name(virt.kernel()),
+                vok ? "yes" : "NO", v_stream, v_graph, vp.critical, vp.start_spread);
+    std::printf("  %-40s %-12s %7s %9.2f %9.2f %10.2f %11.2f\n", wname.c_str(), moonep::cuda::kernel_name(world.kernel()),
+                wok ? "yes" : "NO", w_stream, w_graph, wp.critical, wp.start_spread);
+    std::printf("  critical path, world over virtual step (graph): %.2fx (goal <= 1.5x)\n", wp.critical / v_graph);
+    all_ok = all_ok && vok && wok;
+  }
+  cudaFree(d_trace);
+  cudaStreamDestroy(s);
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 500;
   std::string csv;
-  bool smoke = false, headline = false;
+  bool smoke = false, headline = false, gpu_world = false;
   int profile_bpr = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--csv" && i + 1 < argc) csv = argv[++i];
     else if (a == "--smoke") smoke = true;
     else if (a == "--headline") headline = true;
+    else if (a == "--gpu-world") gpu_world = true;
     else if (a == "--profile" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) profile_bpr = std::atoi(argv[++i]);
     else if (!a.empty() && a[0] != '-' && std::atoi(a.c_str()) > 0) steps = std::atoi(a.c_str());
     else {
-      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline | --profile BPR])\n", a.c_str());
+      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline | --gpu-world | --profile BPR])\n", a.c_str());
       return 2;
     }
   }
@@ -384,6 +482,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  }
+  if (gpu_world) {
+    try {
+      return world_bench(smoke ? moonep::Config{4, 64, 4, 512, 4, 16} : head, 16, steps);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
+      return 1;
+    }
   }
   const std::vector<Point> headline_configs = {
       {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::rank0_tables}};

@@ -4,7 +4,8 @@
 # GPU and the CUDA driver but no Kokkos, MPI or Catch2. Two builds:
 #
 #   bin/, lib/          build-gpu: Debian's Kokkos (Serial) + the CUDA
-#                       specialization: its tests (test_cuda_planner), the
+#                       specialization: its tests (test_cuda_planner,
+#                       test_gpu_world), the
 #                       kernel benchmark (moonep_gpu_bench) and moonep-plan.
 #   kokkos-cuda/bin/, kokkos-cuda/lib/
 #                       build-gpu-kokkos: upstream Kokkos 4.6.01 with the CUDA
@@ -55,7 +56,7 @@ collect() {
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
-targets=(test_cuda_planner moonep_gpu_bench moonep-plan)
+targets=(test_cuda_planner test_gpu_world moonep_gpu_bench moonep-plan)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 

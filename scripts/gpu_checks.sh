@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
-# CUDA unit tests, compute-sanitizer (memcheck, racecheck, synccheck) on the
-# small [sanitize] tests (one of them plants a bad expert id), the kernel
-# benchmark, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
+# CUDA unit tests (virtual ranks and the GPU world), compute-sanitizer
+# (memcheck, racecheck, synccheck) on the small [sanitize] tests of each
+# (they plant bad input), the kernel benchmark (BENCH=--headline: only the
+# headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
 # every test_portable_* binary (Planner<Kokkos::Cuda> on the portable phases
 # and on the CUDA specialization), memcheck of the bad-input test on both
-# paths, host_sweep's GPU sweep (portable phases against the specialization)
+# paths, host_sweep's portable phases against the specialization at S=512,
+# 4096, 8192
 # and moonep-plan on both backends. A test that dies is run once more under
 # cuda-gdb for a backtrace. Logs go to $OUT (or ./gpu_checks_out); a short
 # table comes last. CHECKS=kokkos runs only the Kokkos-CUDA part.
@@ -50,17 +52,24 @@ step nvidia-smi 30 nvidia-smi -L
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ "${CHECKS:-all}" != kokkos ]; then
 step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
+step gpu_world 150 "$HERE/bin/test_gpu_world" --durations yes
+backtrace_if_crashed gpu_world "$HERE/bin/test_gpu_world"
 
 if [ -n "$SAN" ]; then
   for tool in memcheck racecheck synccheck; do
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
+    # The GPU world's R launches must run at once to meet: if the tool
+    # serialises kernels, the tests time out (bounded) instead of passing.
+    step "world_$tool" 120 "$SAN" --tool "$tool" --error-exitcode 9 \
+      "$HERE/bin/test_gpu_world" "[sanitize]"
   done
 else
   SUMMARY+=("$(printf '%-22s %-14s' sanitizer 'not installed')")
 fi
 
-step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --csv "$LOGS/gpu_sweeps.csv"
+step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
+step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
 if [ -x "$HERE/bin/moonep-plan" ]; then
   # The default backend on a GPU machine is cuda; its summary must balance.
   step moonep-plan 60 "$HERE/bin/moonep-plan" --steps 50
@@ -82,19 +91,28 @@ if [ -d "$K" ]; then
     step kokkos_memcheck_bad_input 300 "$SAN" --tool memcheck --error-exitcode 9 \
       "$K/bin/test_portable_bad_input" "bad routing is rejected*"
   fi
-  step kokkos_host_sweep 300 "$K/bin/host_sweep" --gpu-sweep --csv "$LOGS/portable_gpu.csv"
-  step kokkos_plan_cuda 60 "$K/bin/moonep-plan" --steps 20
+  # The portable phases on the GPU (host_sweep's portable planner runs on
+  # Kokkos' default space, Cuda) against the specialization (moonep-plan
+  # --backend cuda), at the headline but S.
+  for S in 512 4096 8192; do
+    step "kokkos_sweep_S$S" 120 "$K/bin/host_sweep" --point 8 256 8 "$S" 32 128 1 --steps 11
+    step "kokkos_plan_cuda_S$S" 60 "$K/bin/moonep-plan" --tokens "$S" --copy-slots 32 --steps 20
+  done
   step kokkos_plan_portable 60 "$K/bin/moonep-plan" --steps 20 --backend portable
 else
   SUMMARY+=("$(printf '%-22s %-14s' kokkos-cuda 'not bundled')")
 fi
 
 echo
-echo "=== portable phases against the specialization (host_sweep)"
-sed -n '/^path/,$p' "$LOGS/kokkos_host_sweep.log" 2>/dev/null
+echo "=== portable phases (host_sweep) against the specialization (moonep-plan --backend cuda)"
+for S in 512 4096 8192; do
+  grep -h -i "portable" "$LOGS/kokkos_sweep_S$S.log" 2>/dev/null | tail -n 2
+  grep -h -i "per step" "$LOGS/kokkos_plan_cuda_S$S.log" 2>/dev/null | tail -n 1
+done
 echo
 echo "=== benchmark table"
 sed -n '/^config/,$p' "$LOGS/benchmark.log" 2>/dev/null
+sed -n '/^one GPU per rank/,$p' "$LOGS/world_benchmark.log" 2>/dev/null
 echo
 echo "=== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$LOGS/summary.txt"

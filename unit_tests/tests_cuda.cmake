@@ -10,6 +10,7 @@ if(MoonEP_HAVE_CUDA)
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
   endfunction()
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
+  moonep_add_cuda_test(test_gpu_world test_gpu_world.cpp)
   # Planner<Kokkos::Cuda> itself (both paths) is tested by the
   # test_portable_* binaries of a build against a CUDA-enabled Kokkos.
 endif()

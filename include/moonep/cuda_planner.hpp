@@ -61,6 +61,12 @@ struct Options {
   // Planning kernel; forcing one that cannot run this shape throws
   // RuntimeError from the constructor, naming the limit.
   Kernel kernel = Kernel::automatic;
+  // Longest wait of any block for another rank's arrival, in seconds
+  // (> 0; the default is generous). Past it the step is abandoned and
+  // check() throws RuntimeError naming the wait; the planner resets its
+  // counters and stays usable. With virtual ranks this fires only if the
+  // ranks' blocks were not all running at once.
+  double timeout_s = 10;
   // NVLink multicast broadcast. Must stay false in tests and benchmarks;
   // see the header comment. Ignored unless multicast_address is non-null.
   bool multicast = false;

@@ -18,4 +18,5 @@
 #endif
 #if MOONEP_HAVE_CUDA
 #include "moonep/cuda_planner.hpp"
+#include "moonep/gpu_world.hpp"
 #endif

@@ -56,6 +56,11 @@ __device__ __forceinline__ void record(unsigned long long* word, int rank, i64 i
 __device__ __forceinline__ void internal_error(const KernelParams& p) {
   atomicOr(&p.status->internal, 1u);
 }
+// A block gave up waiting on counter `which` (wait_counter returned false
+// to all its threads): thread 0 records it; the block then ends.
+__device__ __forceinline__ void record_late(const KernelParams& p, Ctrl which) {
+  if (threadIdx.x == 0) atomicOr(&p.status->late, 1u << which);
+}
 
 __device__ __forceinline__ void trace_point(const KernelParams& p, int k) {
   if (p.trace && threadIdx.x == 0) {

@@ -39,6 +39,11 @@
 // blocks' C1 and C2. A bad expert id is recorded in
 // DeviceStatus and skipped everywhere; every block still passes every
 // barrier, so a bad step never hangs, and the next step starts clean.
+// Every wait for another rank is bounded (KernelParams::timeout_ns): past
+// it the block records the counter (DeviceStatus::late) and ends at once,
+// storing nothing more, and the host resets the counters. Only cross-rank
+// waits can time out: grid_sync, the one barrier within a rank, comes
+// before the first of them, when every block of the launch is resident.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -300,7 +305,7 @@ __device__ void c1_pass(const Block& b, const Slice& s, int* row) {
 // reservations need only the first, so they overlap steps 4-5; step 6b
 // (loff, src_info) and step 8 follow wait_offsets().
 template <class WaitAcum, class WaitOffsets>
-__device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
+__device__ bool c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcum wait_acum,
                                 WaitOffsets wait_offsets) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E, K = p.K, NvS = p.NvS;
@@ -333,7 +338,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
       pp[u] = li < ne ? pos[i0 + li] : 0;
     }
   }
-  wait_acum();
+  if (!wait_acum()) return false;
   // Step 6b in the order of the sort keys (see C1) when the block's entries
   // are one tile: its scattered src_info stores then hit consecutive words.
   // s_e then holds, per slot, (expert << 12) | entry (-1: no entry).
@@ -432,7 +437,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     trace_point(p, 14);
 
     if (!have_offsets) {
-      wait_offsets();
+      if (!wait_offsets()) return false;
       if (p.stage_tables) {
         const int n4 = (E * R) / 4;
         for (int q = b.tid; q < n4; q += kThreads) {
@@ -480,6 +485,7 @@ __device__ void c2_destinations(const Block& b, const Slice& s, int* sm, WaitAcu
     for (int li = b.tid; li < ne; li += kThreads) out_dst[i0 + li] = s_dst[li];
     __syncthreads();
   }
+  return true;
 }
 
 }  // namespace
@@ -588,7 +594,10 @@ __global__ void MOONEP_KERNEL_BOUNDS plan_kernel(const __grid_constant__ KernelP
       for (i64 i = t0; i < static_cast<i64>(p.R) * p.E; i += nthr) other[i] = 0;
     }
     if (b.lb == 0) {
-      wait_counter(sys, b.ctr(0, kGather), all_blocks * next);
+      if (!wait_counter(sys, b.ctr(0, kGather), all_blocks * next, p.timeout_ns)) {
+        record_late(p, kGather);
+        return;
+      }
       trace_point(p, 5);
       plan_steps_1_to_3(b, sm, b.epoch);
       __syncthreads();
@@ -602,17 +611,23 @@ __global__ void MOONEP_KERNEL_BOUNDS plan_kernel(const __grid_constant__ KernelP
   // ---- Phase B': steps 4-5 for rank d by block 0 of rank d ----------------
   // (block 0 owns no entries when bpr > 1, so they run beside C2.)
   if (b.lb == 0) {
-    if (b.rank != 0) wait_counter(sys, b.ctr(b.rank, kAcum), next);
+    if (b.rank != 0 && !wait_counter(sys, b.ctr(b.rank, kAcum), next, p.timeout_ns)) {
+      record_late(p, kAcum);
+      return;
+    }
     trace_point(p, 9);
     plan_steps_4_5(b, sm, b.rank);
     arrive_all(sys, p.R, [&](int r) { return b.ctr(r, kTables); });
     trace_point(p, 10);
   }
   // ---- C2 -----------------------------------------------------------------
-  c2_destinations(
+  const bool met = c2_destinations(
       b, s, sm,
       [&] {
-        wait_counter(sys, b.ctr(b.rank, kAcum), next);
+        if (!wait_counter(sys, b.ctr(b.rank, kAcum), next, p.timeout_ns)) {
+          record_late(p, kAcum);
+          return false;
+        }
         trace_point(p, 11);
         if (b.lb == 0 && p.tpe[b.g]) {
           // The given tokens_per_expert must match the counted one.
@@ -622,8 +637,14 @@ __global__ void MOONEP_KERNEL_BOUNDS plan_kernel(const __grid_constant__ KernelP
             if (given[e] != tall[e]) record(&p.status->bad_tpe, b.rank, e);
           }
         }
+        return true;
       },
-      [&] { wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next); });
+      [&] {
+        if (wait_counter(sys, b.ctr(b.rank, kTables), static_cast<unsigned>(p.R) * next, p.timeout_ns)) return true;
+        record_late(p, kTables);
+        return false;
+      });
+  if (!met) return;  // a rank never came: the step is void, the host resets
   trace_point(p, 15);
   if (b.lb == 0 && b.tid == 0) {
     *reinterpret_cast<volatile unsigned*>(b.loc() + p.loc.epoch) = next;

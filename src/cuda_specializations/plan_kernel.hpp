@@ -92,7 +92,11 @@ struct DeviceStatus {
   unsigned long long bad_entry;  // routing[rank][index] not in [0, E)
   unsigned long long bad_tpe;    // tokens_per_expert[rank][e] != count
   unsigned int internal;         // a guard that should never fire
-  unsigned int pad;
+  // Bit (1 << Ctrl) for each cross-rank counter a block of this launch
+  // gave up on after timeout_ns: the step is void, and the host resets
+  // the counters before the next one (no arrival is ever waited for
+  // without bound, so a rank that never comes cannot hang the others).
+  unsigned int late;
 };
 
 // The replicated kernel's shared-memory regions, in int32 words from the
@@ -113,6 +117,10 @@ struct KernelParams {
   int tile_tokens; // Phase C2 tokens per tile (rank-0 kernel)
   int block_tokens;// most tokens a block owns (replicated kernel: ceil(S / bpr))
   int sys_scope;   // 1: ranks are separate GPUs (system-scope sync); 0: virtual ranks
+  // Longest wait for another rank's arrival (ns, %globaltimer): a block
+  // that waits longer records the counter in DeviceStatus::late and ends
+  // without storing anything more. Always set (never unbounded).
+  unsigned long long timeout_ns;
   unsigned long long tp_magic;  // pad_to's divisor: floor((2^64 - 1) / tp) + 1, 0 for tp = 1
   int stage_tables;// 1: C2 copies acum/eoff/cum into shared memory first
   std::int32_t* sym_base;

@@ -51,7 +51,9 @@
 // The host launches one block per SM at most (plan_kernel.hpp says why).
 // A bad expert id is recorded in DeviceStatus and skipped everywhere;
 // every block passes the one barrier, so a bad step never hangs, and the
-// next step starts clean. The host uses this kernel when its shared memory
+// next step starts clean. The wait at that barrier is bounded
+// (KernelParams::timeout_ns): past it the block records it
+// (DeviceStatus::late) and ends before any store into another rank. The host uses this kernel when its shared memory
 // (which grows with E*R and with the entries per block) fits and all
 // R*bpr blocks are co-resident; plan_kernel.cu covers every other shape.
 // perf_tests/README_GPU.md has its measurements and the variants that lost.
@@ -613,13 +615,14 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // and thread 0 polled after: in device run 47 the zeroing ended after
   // the last arrival on 120 of 128 blocks, 0.26 us after it in the median,
   // and the poll's round trip came on top.)
+  int late = 0;  // thread 0's: the arrivals did not all come within timeout_ns
   if (b.warp == 0) {
     if (b.tid == 0) {
       // Acquire loads as the poll, no fence after it (0.2 us faster than
       // relaxed polls and a fence.acq_rel, device run 49): the block is
       // alone on its SM, so the L1 invalidation each acquire brings costs
       // none of our blocks anything.
-      poll_counter_acquire(sys, gather, all_blocks * next);
+      late = !poll_counter_acquire(sys, gather, all_blocks * next, p.timeout_ns);
       trace_point(p, 15);  // debug trace: thread 0 has seen every arrival
     }
   } else {
@@ -652,7 +655,12 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
       for (i64 i = z0; i < static_cast<i64>(R) * E; i += zstride) other[i] = 0;
     }
   }
-  __syncthreads();
+  if (__syncthreads_or(late)) {
+    // A rank never came: the step is void (the host resets the counters);
+    // the block ends before it stores anything into another rank.
+    record_late(p, kGather);
+    return;
+  }
   trace_point(p, 4);
 
   // ---- B: the plan and the sort ---------------------------------------------------

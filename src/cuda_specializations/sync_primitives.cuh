@@ -8,6 +8,8 @@
 //   symmetric buffer, compared against (epoch+1)*arrivals with wrap-around
 //   arithmetic, written with system-scope release and read with
 //   system-scope acquire so they work across GPUs as well as across groups.
+//   Every wait on them is bounded (KernelParams::timeout_ns): ranks meet
+//   only here, and a rank that never launches must not hang the others.
 #pragma once
 
 #include <cstdint>
@@ -132,27 +134,50 @@ __device__ __forceinline__ void arrive_one(bool sys, unsigned* counter) {
   }
 }
 
-// The calling thread spins until *counter has reached target (mod 2^32),
-// with acquire loads: once it returns, the thread's later reads see what
-// the arrivals released, with no fence (wait_counter below polls relaxed
-// and fences once). Each load also
-// invalidates the SM's L1, so only for a block that runs alone on its SM
-// (the replicated kernel's, launched one block per SM; the rank-0
-// kernel's blocks may share SMs).
-__device__ __forceinline__ void poll_counter_acquire(bool sys, const unsigned* counter, unsigned target) {
-  while (static_cast<int>(ld_acquire(sys, counter) - target) < 0) {
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins until load() has reached target (mod 2^32): true, or false once
+// timeout_ns have passed without it (another rank never came). The clock
+// is read only every 64 polls and not at all when the first poll
+// succeeds, so a wait that is met costs what the unbounded spin did.
+template <class Load>
+__device__ __forceinline__ bool spin_until(Load load, unsigned target, unsigned long long timeout_ns) {
+  if (static_cast<int>(load() - target) >= 0) return true;
+  const unsigned long long start = global_ns();
+  for (unsigned n = 1;; ++n) {
+    if (static_cast<int>(load() - target) >= 0) return true;
+    if ((n & 63u) == 0u && global_ns() - start > timeout_ns) return false;
   }
 }
 
+// The calling thread spins until *counter has reached target (mod 2^32),
+// with acquire loads: once it returns true, the thread's later reads see
+// what the arrivals released, with no fence (wait_counter below polls
+// relaxed and fences once). Each load also invalidates the SM's L1, so
+// only for a block that runs alone on its SM (the replicated kernel's,
+// launched one block per SM; the rank-0 kernel's blocks may share SMs).
+// False after timeout_ns: the caller records it and ends the block.
+__device__ __forceinline__ bool poll_counter_acquire(bool sys, const unsigned* counter, unsigned target,
+                                                     unsigned long long timeout_ns) {
+  return spin_until([&] { return ld_acquire(sys, counter); }, target, timeout_ns);
+}
+
 // Waits until *counter has reached target (mod 2^32); the whole block
-// continues afterwards.
-__device__ __forceinline__ void wait_counter(bool sys, const unsigned* counter, unsigned target) {
+// continues afterwards. Returns the same to every thread of the block:
+// true, or false when thread 0 gave up after timeout_ns (the caller then
+// records the counter and the block ends, storing nothing more).
+__device__ __forceinline__ bool wait_counter(bool sys, const unsigned* counter, unsigned target,
+                                             unsigned long long timeout_ns) {
+  int late = 0;
   if (threadIdx.x == 0) {
-    while (static_cast<int>((sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter)) - target) < 0) {
-    }
+    late = !spin_until([&] { return sys ? ld_relaxed_sys(counter) : ld_relaxed_gpu(counter); }, target, timeout_ns);
     fence_acquire(sys);  // later reads see what the arrivals released
   }
-  __syncthreads();
+  return __syncthreads_or(late) == 0;
 }
 
 }  // namespace moonep::cuda::impl

@@ -1,0 +1,103 @@
+// moonep/gpu_world.hpp — one GPU per rank: R ranks, each planning its own
+// part of a step in its own cooperative launch on its own device and
+// stream, meeting the other ranks only through the symmetric buffer. Only
+// usable when MoonEP was built with CUDA (MOONEP_HAVE_CUDA == 1).
+//
+// The symmetric buffer: every rank's chunk (counters, gathered counts,
+// tables, its scratch and its plan outputs) is its own allocation on its
+// own device, and all R chunks are mapped back to back into one virtual
+// address range with CUDA virtual memory management (cuMemCreate,
+// cuMemMap, cuMemSetAccess for every device of the world), so the kernel
+// addresses (rank, offset) as it does for virtual ranks.
+//
+// One process holds the world over a list of devices in which a device may
+// repeat: {0, 1, 2, 3} is a rank per GPU, {0, 0, 0, 0} four ranks on one
+// GPU, each with its own allocation, stream and launch (how one GPU tests
+// the protocol). One process per GPU over MPI is not built yet.
+//
+// No hang: every wait for another rank is bounded (WorldOptions::
+// timeout_s). A rank whose launch never comes makes check() throw a
+// RuntimeError naming it and the wait; the world resets itself and the
+// next step plans normally. Bad input on one rank fails the whole step
+// (check() names the rank and entry) and leaves the world usable.
+//
+// Broadcast is unicast stores into each destination rank's chunk. NVLink
+// multicast is not offered: MoonEP never creates a multicast object.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "moonep/config.hpp"
+#include "moonep/cuda_planner.hpp"
+#include "moonep/host_plan.hpp"
+
+namespace moonep::cuda {
+
+struct WorldOptions {
+  // Blocks of each rank's launch; lowered until the launches of all ranks
+  // that share a device are co-resident there (GpuWorld::blocks_per_rank()).
+  int blocks_per_rank = 32;
+  Kernel kernel = Kernel::automatic;
+  // Longest wait for another rank's arrival, in seconds, (0, 86400].
+  double timeout_s = 10;
+  // System-scope synchronisation even when every rank is on one device
+  // (it is always used when the world spans devices): lets one GPU test
+  // the path a multi-GPU world takes.
+  bool system_scope = false;
+  // Profiling only (perf_tests/gpu_bench.cu): a device buffer of
+  // ranks*blocks_per_rank*24 uint64 on one device all ranks can reach,
+  // for the same %globaltimer stamps as Options::debug_trace, rank r's
+  // blocks from row r*blocks_per_rank. Null (the default) costs nothing.
+  unsigned long long* debug_trace = nullptr;
+};
+
+class GpuWorld {
+ public:
+  // Validates the configuration and devices (InputError: a device list
+  // not of config.ranks entries, a device that does not exist, bad
+  // options), maps the symmetric buffer and creates each rank's stream
+  // (RuntimeError if the devices cannot reach each other's memory or an
+  // allocation fails). Nothing is allocated afterwards.
+  GpuWorld(const Config& config, const std::vector<int>& devices, const WorldOptions& options = WorldOptions());
+  ~GpuWorld();
+  GpuWorld(const GpuWorld&) = delete;
+  GpuWorld& operator=(const GpuWorld&) = delete;
+
+  const Config& config() const;
+  int ranks() const;
+  int device(int rank) const;
+  cudaStream_t stream(int rank) const;  // the rank's own stream, on its device
+  Kernel kernel() const;
+  int blocks_per_rank() const;
+  bool system_scope() const;
+
+  // Enqueues rank `rank`'s part of the step on `stream` (a stream of the
+  // rank's device): its routing (S*K expert ids in device memory) and
+  // optionally its tokens_per_expert (null: not checked). Asynchronous.
+  void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream);
+  // Every rank's part on its own stream, forked from `origin` and joined
+  // back into it (events), so that capturing `origin` into a CUDA graph
+  // gives one graph with a kernel node per rank. d_tpe may be null.
+  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin);
+
+  // Waits for every rank's stream, then throws for the step if any rank
+  // failed: InputError naming the lowest bad rank and entry, RuntimeError
+  // naming the ranks that did not arrive and the waits that timed out. The
+  // world is usable afterwards (after a timeout it resets its counters).
+  void check();
+
+  // Device pointers to rank `rank`'s plan (valid as long as the world).
+  const DeviceRankPlan& rank_plan(int rank) const;
+  // check(), then every rank's plan in host memory.
+  HostPlan copy_out();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace moonep::cuda

@@ -1,0 +1,273 @@
+// launch_setup.hpp: the kernel and grid choice, the chunk layouts, the
+// cooperative launch and the status report both planning hosts share.
+#include "launch_setup.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "moonep/error.hpp"
+#include "replicated_layout.hpp"
+
+namespace moonep::cuda::impl {
+namespace {
+
+using i64 = std::int64_t;
+
+i64 round4(i64 n) { return (n + 3) / 4 * 4; }
+
+// Hands out 4-word aligned offsets one region after another.
+struct Bump {
+  i64 next = 0;
+  i64 take(i64 words) {
+    const i64 at = next;
+    next += round4(std::max<i64>(words, 1));
+    return at;
+  }
+};
+
+}  // namespace
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+  }
+}
+
+LaunchChoice choose_launch(const Config& config, const Options& options, int device, int resident_ranks,
+                           const char* who) {
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  if (!prop.cooperativeLaunch) throw RuntimeError(std::string(who) + ": the CUDA device does not support cooperative launches");
+  const int R = config.ranks, E = config.experts, K = config.topk, S = config.tokens, B = config.copy_slots;
+  const i64 ranks_here = resident_ranks;
+
+  // Any launch may take up to the device's opt-in maximum less the
+  // kernel's static shared memory (a larger value is an invalid argument).
+  auto max_dynamic_of = [&](const void* f) {
+    cudaFuncAttributes fattr{};
+    check_cuda(cudaFuncGetAttributes(&fattr, f), "cudaFuncGetAttributes");
+    const i64 m = static_cast<i64>(prop.sharedMemPerBlockOptin) - static_cast<i64>(fattr.sharedSizeBytes);
+    check_cuda(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(m)),
+               "cudaFuncSetAttribute");
+    return m;
+  };
+  const void* const rank0_func = reinterpret_cast<const void*>(plan_kernel);
+  const void* const repl_func = reinterpret_cast<const void*>(replicated_plan_kernel);
+  const i64 max_rank0 = max_dynamic_of(rank0_func), max_repl = max_dynamic_of(repl_func);
+  // Blocks co-resident on the device for a kernel and its shared memory.
+  // The replicated kernel takes at most kReplicatedBlocksPerSM of them per
+  // SM (its blocks plan redundantly; see plan_kernel.hpp).
+  auto resident_with = [&](const void* f, i64 smem) {
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kThreads, static_cast<size_t>(smem)),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (f == repl_func) per_sm = std::min(per_sm, kReplicatedBlocksPerSM);
+    return static_cast<i64>(per_sm) * prop.multiProcessorCount;
+  };
+
+  LaunchChoice c;
+  // The replicated kernel, at the largest blocks per rank <= the one asked
+  // for whose blocks (fewer blocks: more entries each, more shared memory)
+  // fit and are co-resident.
+  if (options.kernel != Kernel::rank0_tables) {
+    for (int bpr = options.blocks_per_rank; bpr >= 1 && c.bpr == 0; --bpr) {
+      const int workers = bpr > 1 ? bpr - 1 : 1;  // block 0 owns no tokens
+      const int block_tokens = (S + workers - 1) / workers;
+      const i64 smem = replicated_shared_bytes(R, E, B, K, block_tokens);
+      if (smem > max_repl) break;  // fewer blocks only need more
+      if (ranks_here * bpr <= resident_with(repl_func, smem)) {
+        c.bpr = bpr;
+        c.smem = smem;
+      }
+    }
+    if (c.bpr == 0 && options.kernel == Kernel::replicated) {
+      std::ostringstream m;
+      m << who << ": the replicated kernel cannot run " << describe(config) << ": it needs "
+        << replicated_shared_bytes(R, E, B, K, S) << " bytes of shared memory per block at one block "
+        << "per rank, the device allows " << max_repl
+        << " with every block co-resident; use Kernel::automatic or Kernel::rank0_tables";
+      throw RuntimeError(m.str());
+    }
+  }
+  const int tile_tokens_max = std::max(1, kTileEntries / K);
+  if (c.bpr > 0) {
+    c.kernel = Kernel::replicated;
+    c.func = repl_func;
+    c.nworkers = c.bpr > 1 ? c.bpr - 1 : 1;
+    return c;
+  }
+  // Rank-0 kernel: stage C2's lookup tables in shared memory when that
+  // still lets every rank's blocks be resident; otherwise lower bpr.
+  c.kernel = Kernel::rank0_tables;
+  c.func = rank0_func;
+  bool stage = (static_cast<i64>(E) * R) % 4 == 0;
+  if (stage) {
+    const i64 smem = shared_bytes(R, E, B, tile_tokens_max, true);
+    stage = smem <= max_rank0 && ranks_here * options.blocks_per_rank <= resident_with(rank0_func, smem);
+  }
+  c.stage_tables = stage;
+  c.smem = shared_bytes(R, E, B, tile_tokens_max, stage);
+  if (c.smem > max_rank0) {
+    std::ostringstream m;
+    m << who << ": " << describe(config) << " needs " << c.smem << " bytes of shared memory per block, the device allows "
+      << max_rank0 << " (experts too many for one block)";
+    throw RuntimeError(m.str());
+  }
+  const i64 resident = resident_with(rank0_func, c.smem);
+  c.bpr = options.blocks_per_rank;
+  if (ranks_here * c.bpr > resident) c.bpr = static_cast<int>(resident / ranks_here);
+  if (c.bpr < 1) {
+    std::ostringstream m;
+    m << who << ": " << ranks_here << " ranks on one device need at least " << ranks_here
+      << " co-resident blocks, the device holds " << resident;
+    throw RuntimeError(m.str());
+  }
+  c.nworkers = c.bpr > 1 ? c.bpr - 1 : 1;
+  c.tile_tokens = static_cast<int>(std::max<i64>(1, std::min<i64>((S + c.nworkers - 1) / c.nworkers, tile_tokens_max)));
+  return c;
+}
+
+void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
+  const int R = config.ranks, E = config.experts, B = config.copy_slots;
+  const i64 NvS = config.slots(), N = config.entries();
+  const i64 Gp = round4(E + B);
+
+  Bump sym;
+  p.sym.ctrl = sym.take(kNumCtrl * kCtrlStride);
+  // Gathered counts, double-buffered by step parity (one buffer is zeroed
+  // while the other fills).
+  p.sym.tpe_half = round4(static_cast<i64>(R) * E);
+  p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
+  p.sym.acum = sym.take(static_cast<i64>(E) * R);
+  p.sym.eoff = sym.take(static_cast<i64>(R) * E);
+  p.sym.cum = sym.take(static_cast<i64>(R) * E);
+  p.sym.words = (sym.next + 63) / 64 * 64;
+
+  Bump loc;
+  p.loc.gbar = loc.take(32);
+  p.loc.epoch = loc.take(32);
+  // Per-block expert counts [E][blocks rounded to 4] (the rank-0 kernel
+  // uses nworkers <= bpr of the columns).
+  p.loc.hist = loc.take(round4(c.bpr) * E);
+  p.loc.pos = loc.take(N);
+  p.loc.alloc = loc.take(static_cast<i64>(E) * R);
+  p.loc.cand = loc.take(2LL * E);
+  p.loc.ncand = loc.take(R);
+  p.loc.words = (loc.next + 63) / 64 * 64;
+
+  Bump out;
+  p.out.dst = out.take(N);
+  p.out.cu = out.take(Gp);
+  p.out.zfr = out.take(2 * Gp);
+  p.out.etc = out.take(static_cast<i64>(R) * B);
+  p.out.rs = out.take(2);
+  p.out.src_info = out.take(NvS);
+  p.out.dup_groups = out.take(3 * NvS);
+  p.out.dup_loffs = out.take(NvS);
+  p.out.dup_counts = out.take(2);
+  p.out.words = (out.next + 63) / 64 * 64;
+
+  p.R = R;
+  p.E = E;
+  p.K = config.topk;
+  p.S = config.tokens;
+  p.B = B;
+  p.tp = config.token_padding;
+  p.tp_magic = p.tp > 1 ? ~0ull / static_cast<unsigned long long>(p.tp) + 1ull : 0ull;
+  p.epn = config.experts_per_rank();
+  p.N = static_cast<int>(N);
+  p.NvS = static_cast<int>(NvS);
+  p.bpr = c.bpr;
+  p.nworkers = c.nworkers;
+  p.tile_tokens = c.tile_tokens;
+  p.block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
+  p.stage_tables = c.stage_tables ? 1 : 0;
+  if (c.kernel == Kernel::replicated) {
+    p.repl = replicated_regions(replicated_layout(R, E, B, config.topk, p.block_tokens));
+  }
+}
+
+void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream, const char* what) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelExC(&cfg, func, args), what);
+}
+
+HostPlan copy_plans_out(const Config& c, const std::vector<DeviceRankPlan>& plans,
+                        const std::function<void(int)>& before_rank) {
+  HostPlan plan;
+  plan.config = c;
+  plan.ranks.resize(c.ranks);
+  auto fetch = [](std::vector<std::int32_t>& v, const std::int32_t* src, i64 n) {
+    v.resize(static_cast<size_t>(n));
+    if (n > 0) check_cuda(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "copying a plan out");
+  };
+  for (int r = 0; r < c.ranks; ++r) {
+    if (before_rank) before_rank(r);
+    const DeviceRankPlan& d = plans[r];
+    HostRankPlan& h = plan.ranks[r];
+    fetch(h.dst, d.dst, c.entries());
+    fetch(h.cu_seqlens, d.cu_seqlens, c.groups());
+    fetch(h.zero_fill_ranges, d.zero_fill_ranges, 2LL * c.groups());
+    fetch(h.experts_to_copy, d.experts_to_copy, static_cast<i64>(c.ranks) * c.copy_slots);
+    fetch(h.remote_stats, d.remote_stats, 2);
+    fetch(h.src_info, d.src_info, c.slots());
+    fetch(h.dup_counts, d.dup_counts, 2);
+    fetch(h.dup_groups, d.dup_groups, 3LL * h.dup_counts[0]);
+    fetch(h.dup_loffs, d.dup_loffs, h.dup_counts[1]);
+  }
+  return plan;
+}
+
+unsigned long long timeout_ns_of(double timeout_s, const char* who) {
+  if (!(timeout_s > 0 && timeout_s <= 86400)) {
+    throw InputError(std::string(who) + ": timeout_s = " + std::to_string(timeout_s) +
+                     " must be a number of seconds in (0, 86400]");
+  }
+  return static_cast<unsigned long long>(timeout_s * 1e9);
+}
+
+std::string late_counters(unsigned late) {
+  static const char* const names[kNumCtrl] = {"the counts gather", "the step 4-5 offsets", "the step 1-3 tables"};
+  static_assert(kGather == 0 && kTables == 1 && kAcum == 2, "names in Ctrl order");
+  std::string s;
+  for (int c = 0; c < kNumCtrl; ++c) {
+    if (!(late & (1u << c))) continue;
+    if (!s.empty()) s += " and ";
+    s += names[c];
+  }
+  return s;
+}
+
+void throw_status(const DeviceStatus& st, const Config& config,
+                  const std::function<std::int32_t(int, bool, std::int64_t)>& value_at, const std::string& late_text) {
+  if (status_clean(st)) return;
+  std::ostringstream m;
+  if (st.bad_entry != ~0ull) {
+    const int rank = static_cast<int>(st.bad_entry >> 32);
+    const i64 index = static_cast<i64>(st.bad_entry & 0xffffffffull);
+    m << "routing[" << rank << "][" << index << "] = " << value_at(rank, false, index)
+      << " is not an expert id in [0, " << config.experts << ")";
+    throw InputError(m.str());
+  }
+  if (st.bad_tpe != ~0ull) {
+    const int rank = static_cast<int>(st.bad_tpe >> 32);
+    const int e = static_cast<int>(st.bad_tpe & 0xffffffffull);
+    m << "tokens_per_expert[" << rank << "][" << e << "] = " << value_at(rank, true, e) << " does not match routing["
+      << rank << "]";
+    throw InputError(m.str());
+  }
+  if (st.late != 0) throw RuntimeError(late_text);
+  m << "moonep::cuda: internal inconsistency detected in the planning kernel (" << describe(config) << ")";
+  throw RuntimeError(m.str());
+}
+
+}  // namespace moonep::cuda::impl

@@ -1,0 +1,85 @@
+// Private: what both hosts of the planning kernels share, the virtual-rank
+// Planner (cuda_planner.cu: R ranks in one launch) and the GpuWorld
+// (gpu_world.cu: one launch per rank): which kernel runs a shape with how
+// many blocks, the chunk layouts and scalars of KernelParams, the
+// cooperative launch, and turning a DeviceStatus into the exception the
+// user sees.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <vector>
+
+#include "moonep/config.hpp"
+#include "moonep/cuda_planner.hpp"
+#include "moonep/host_plan.hpp"
+#include "plan_kernel.hpp"
+
+namespace moonep::cuda::impl {
+
+__global__ void plan_kernel(const __grid_constant__ KernelParams p);
+__global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
+
+void check_cuda(cudaError_t err, const char* what);
+
+// The status a launch starts from (no bad entry, nothing late).
+inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, 0u, 0u};
+inline bool status_clean(const DeviceStatus& s) {
+  return s.bad_entry == ~0ull && s.bad_tpe == ~0ull && s.internal == 0 && s.late == 0;
+}
+
+// The kernel and grid of every rank's part of a step.
+struct LaunchChoice {
+  Kernel kernel = Kernel::rank0_tables;
+  const void* func = nullptr;
+  int bpr = 0;           // blocks per rank
+  std::int64_t smem = 0; // dynamic shared memory per block (bytes)
+  int nworkers = 1;      // blocks per rank that own entries
+  int tile_tokens = 1;   // the rank-0 kernel's C2 tile
+  bool stage_tables = false;
+};
+
+// Picks the kernel (options.kernel, or the replicated one whenever it
+// fits) and the largest blocks per rank <= options.blocks_per_rank for
+// which `resident_ranks` ranks' blocks are all co-resident on `device`
+// (the cross-rank waits need every arrival to be running). Throws
+// RuntimeError naming the limit when none fits. `who` starts messages.
+LaunchChoice choose_launch(const Config& config, const Options& options, int device, int resident_ranks,
+                           const char* who);
+
+// Every field of KernelParams that follows from the configuration and the
+// choice: sizes, the three chunk layouts, the replicated kernel's regions.
+// Bases, strides, status, trace and routing are the caller's.
+void fill_params(KernelParams& p, const Config& config, const LaunchChoice& choice);
+
+// A cooperative launch of `choice.func` with `blocks` blocks.
+void launch_cooperative(const void* func, int blocks, std::int64_t smem, void** args, cudaStream_t stream,
+                        const char* what);
+
+// Throws for a launch that ended with `st` (nothing when it is clean):
+// InputError naming the first bad routing entry or tokens_per_expert
+// value (read back through value_at(rank, is_tpe, index)), RuntimeError
+// for a late arrival (late_text says who was missing) or an internal
+// inconsistency.
+void throw_status(const DeviceStatus& st, const Config& config,
+                  const std::function<std::int32_t(int rank, bool is_tpe, std::int64_t index)>& value_at,
+                  const std::string& late_text);
+
+// Every rank's plan from device memory (`before_rank(r)` runs before rank
+// r's copies: the GPU world makes r's device current there).
+HostPlan copy_plans_out(const Config& config, const std::vector<DeviceRankPlan>& plans,
+                        const std::function<void(int rank)>& before_rank);
+
+// timeout_s (a planner option) in ns for KernelParams::timeout_ns;
+// InputError unless 0 < timeout_s <= one day.
+unsigned long long timeout_ns_of(double timeout_s, const char* who);
+
+// "the counts gather", "the step 1-3 tables", "the step 4-5 offsets" for
+// the bits of DeviceStatus::late, joined with "and".
+std::string late_counters(unsigned late);
+
+}  // namespace moonep::cuda::impl
