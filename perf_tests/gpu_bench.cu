@@ -20,7 +20,9 @@
 //   --gpu-world  the GpuWorld's per-rank launches (R streams, and one graph
 //                of R kernel nodes) next to the virtual-rank kernel at the
 //                headline (with --smoke: a small shape), with the
-//                in-kernel critical path of each (world_bench below)
+//                in-kernel critical path of each (world_bench below);
+//                --devices 0,1,2,3 puts rank r on the (r mod n)-th listed
+//                device (default: all on device 0)
 //   --profile BPR  only `steps` planning steps of the headline at
 //                blocks_per_rank BPR, untimed: for a profiler, e.g.
 //                ncu -k regex:replicated --launch-skip 10 --launch-count 1
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -352,7 +355,9 @@ Path critical_path(const std::vector<unsigned long long>& t, int blocks, moonep:
 // GPU per rank starts them in parallel), so the in-kernel critical path is
 // reported too: the part of the step a real world pays after every rank
 // has arrived.
-int world_bench(const moonep::Config& c, int bpr, int steps) {
+int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<int>& listed) {
+  std::vector<int> devices;
+  for (int r = 0; r < c.ranks; ++r) devices.push_back(listed[static_cast<std::size_t>(r) % listed.size()]);
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   const DeviceRouting d(routing);
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
@@ -371,8 +376,10 @@ int world_bench(const moonep::Config& c, int bpr, int steps) {
     ok(cudaMemcpy(t.data(), d_trace, trace_words * 8, cudaMemcpyDeviceToHost), "trace copy");
     return critical_path(t, blocks, k);
   };
-  std::printf("\none GPU per rank, on one GPU: %s, blocks_per_rank %d, %d steps\n", moonep::describe(c).c_str(), bpr,
-              steps);
+  std::string on;
+  for (int d : devices) on += (on.empty() ? "" : ",") + std::to_string(d);
+  std::printf("\none GPU per rank, devices %s: %s, blocks_per_rank %d, %d steps\n", on.c_str(),
+              moonep::describe(c).c_str(), bpr, steps);
   std::printf("  %-40s %-12s %7s %9s %9s %10s %11s\n", "planner", "kernel", "correct", "step_us", "graph_us",
               "path_us", "spread_us");
   bool all_ok = true;
@@ -393,14 +400,14 @@ int world_bench(const moonep::Config& c, int bpr, int steps) {
     moonep::cuda::WorldOptions wo;
     wo.blocks_per_rank = bpr;
     wo.kernel = kernel;
-    moonep::cuda::GpuWorld world(c, std::vector<int>(static_cast<std::size_t>(c.ranks), 0), wo);
+    moonep::cuda::GpuWorld world(c, devices, wo);
     auto wstep = [&] { world.plan(d.ptrs(), nullptr, s); };
     world.plan(d.ptrs(), nullptr, s);
     const bool wok = moonep::plan_difference(world.copy_out(), ref).empty();
     const double w_stream = time_us(s, steps, wstep), w_graph = graph_us(s, 50, replays, wstep);
     world.check();
     wo.debug_trace = d_trace;
-    moonep::cuda::GpuWorld wtraced(c, std::vector<int>(static_cast<std::size_t>(c.ranks), 0), wo);
+    moonep::cuda::GpuWorld wtraced(c, devices, wo);
     const Path wp = traced_path([&] { wtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * wtraced.blocks_per_rank(),
                                 wtraced.kernel());
     wtraced.check();
@@ -424,6 +431,7 @@ int main(int argc, char** argv) {
   int steps = 500;
   std::string csv;
   bool smoke = false, headline = false, gpu_world = false;
+  std::vector<int> devices{0};
   int profile_bpr = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -431,10 +439,15 @@ int main(int argc, char** argv) {
     else if (a == "--smoke") smoke = true;
     else if (a == "--headline") headline = true;
     else if (a == "--gpu-world") gpu_world = true;
+    else if (a == "--devices" && i + 1 < argc) {
+      devices.clear();
+      std::stringstream in(argv[++i]);
+      for (std::string item; std::getline(in, item, ',');) devices.push_back(std::atoi(item.c_str()));
+    }
     else if (a == "--profile" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) profile_bpr = std::atoi(argv[++i]);
     else if (!a.empty() && a[0] != '-' && std::atoi(a.c_str()) > 0) steps = std::atoi(a.c_str());
     else {
-      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline | --gpu-world | --profile BPR])\n", a.c_str());
+      std::fprintf(stderr, "moonep_gpu_bench: unknown argument '%s' (usage: [steps] [--csv FILE] [--smoke | --headline | --gpu-world [--devices LIST] | --profile BPR])\n", a.c_str());
       return 2;
     }
   }
@@ -485,7 +498,7 @@ int main(int argc, char** argv) {
   }
   if (gpu_world) {
     try {
-      return world_bench(smoke ? moonep::Config{4, 64, 4, 512, 4, 16} : head, 16, steps);
+      return world_bench(smoke ? moonep::Config{4, 64, 4, 512, 4, 16} : head, 16, steps, devices);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "moonep_gpu_bench: %s\n", e.what());
       return 1;

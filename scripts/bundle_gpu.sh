@@ -85,7 +85,7 @@ else
   echo "bundle_gpu.sh: $KOKKOS_CUDA_TARBALL not found; bundling without the Kokkos-CUDA build" >&2
 fi
 
-cp "$ROOT/scripts/gpu_checks.sh" "$BUNDLE/gpu_checks.sh"
+cp "$ROOT/scripts/gpu_checks.sh" "$ROOT/scripts/gpu_world_multi.sh" "$BUNDLE/"
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # run.sh PROGRAM [ARGS...] — run a bundled program (bin/PROGRAM, a path, or
@@ -99,7 +99,7 @@ esac
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$prog" "$@"
 RUN
-chmod +x "$BUNDLE/run.sh" "$BUNDLE/gpu_checks.sh"
+chmod +x "$BUNDLE/run.sh" "$BUNDLE/gpu_checks.sh" "$BUNDLE/gpu_world_multi.sh"
 (cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown) > "$BUNDLE/COMMIT"
 du -sh "$BUNDLE"
 ls -l "$BUNDLE/bin" "$BUNDLE/lib"

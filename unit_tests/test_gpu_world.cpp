@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <sstream>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -27,6 +29,20 @@ using moonep::cuda::Kernel;
 using moonep::cuda::WorldOptions;
 using namespace moonep::test;
 
+// The world's devices: all ranks on device 0, or, with MOONEP_TEST_DEVICES
+// set (e.g. "0,1,2,3", scripts/gpu_world_multi.sh), rank r on the
+// (r mod n)-th device listed: the same tests on several GPUs.
+std::vector<int> test_devices(int ranks) {
+  std::vector<int> listed;
+  if (const char* env = std::getenv("MOONEP_TEST_DEVICES")) {
+    std::stringstream in(env);
+    for (std::string item; std::getline(in, item, ',');) listed.push_back(std::stoi(item));
+  }
+  if (listed.empty()) listed.push_back(0);
+  std::vector<int> d;
+  for (int r = 0; r < ranks; ++r) d.push_back(listed[static_cast<std::size_t>(r) % listed.size()]);
+  return d;
+}
 std::vector<int> on_device_zero(int ranks) { return std::vector<int>(static_cast<std::size_t>(ranks), 0); }
 
 WorldOptions options_with(Kernel kernel, bool system_scope, int bpr = WorldOptions().blocks_per_rank) {
@@ -48,10 +64,11 @@ void require_world_matches_reference(const Config& c, const Routing& routing, in
   DeviceRouting dr(c, routing);
   for (const Kernel kernel : {Kernel::automatic, Kernel::rank0_tables}) {
     for (const bool sys : {false, true}) {
-      GpuWorld world(c, on_device_zero(c.ranks), options_with(kernel, sys, bpr));
+      GpuWorld world(c, test_devices(c.ranks), options_with(kernel, sys, bpr));
+      const bool spans = world.system_scope() && !sys;  // several devices: system scope always
       INFO(what << " " << moonep::describe(c) << " kernel " << moonep::cuda::kernel_name(world.kernel())
                 << " at blocks_per_rank " << world.blocks_per_rank() << (sys ? ", system scope" : ", GPU scope"));
-      REQUIRE(world.system_scope() == sys);
+      REQUIRE((world.system_scope() == sys || spans));
       REQUIRE(moonep::plan_difference(plan_world(world, dr), ref) == "");
     }
   }
@@ -95,7 +112,7 @@ TEST_CASE("gpu world matches the reference on a randomized sweep", "[gpu_world]"
 TEST_CASE("gpu world: the headline shape, reuse, repeats and one CUDA graph of R launches", "[gpu_world]") {
   const Config c{8, 256, 8, 4096, 32, 128};
   const Kernel kernel = GENERATE(Kernel::automatic, Kernel::rank0_tables);
-  GpuWorld world(c, on_device_zero(c.ranks), options_with(kernel, false, 16));
+  GpuWorld world(c, test_devices(c.ranks), options_with(kernel, false, 16));
   INFO("kernel " << moonep::cuda::kernel_name(world.kernel()) << " at blocks_per_rank " << world.blocks_per_rank());
   const Routing a = make_routing(c, Shape::skew, 1), b = make_routing(c, Shape::heavy, 2);
   const moonep::HostPlan ref_a = moonep::plan_reference(c, a), ref_b = moonep::plan_reference(c, b);
@@ -138,7 +155,7 @@ TEST_CASE("gpu world: bad input on one rank fails the step for all, and the worl
           "[gpu_world][sanitize]") {
   const Config c{4, 16, 4, 40, 2, 4};
   const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
-  GpuWorld world(c, on_device_zero(c.ranks), options_with(kernel, true, 4));
+  GpuWorld world(c, test_devices(c.ranks), options_with(kernel, true, 4));
   REQUIRE(world.kernel() == kernel);
   const Routing good = make_routing(c, Shape::skew, 3);
   DeviceRouting dr(c, good);
@@ -163,7 +180,7 @@ TEST_CASE("gpu world: a rank that never launches is named within the bound; the 
   const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
   WorldOptions o = options_with(kernel, false, 4);
   o.timeout_s = 0.25;
-  GpuWorld world(c, on_device_zero(c.ranks), o);
+  GpuWorld world(c, test_devices(c.ranks), o);
   REQUIRE(world.kernel() == kernel);
   const Routing routing = make_routing(c, Shape::skew, 8);
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);

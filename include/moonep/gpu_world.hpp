@@ -81,7 +81,8 @@ class GpuWorld {
   void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream);
   // Every rank's part on its own stream, forked from `origin` and joined
   // back into it (events), so that capturing `origin` into a CUDA graph
-  // gives one graph with a kernel node per rank. d_tpe may be null.
+  // gives one graph with a kernel node per rank. `origin` is a stream of
+  // rank 0's device (null: its legacy default stream). d_tpe may be null.
   void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin);
 
   // Waits for every rank's stream, then throws for the step if any rank

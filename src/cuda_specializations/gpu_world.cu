@@ -106,7 +106,7 @@ struct GpuWorld::State {
   std::size_t mapped = 0;                 // chunks mapped so far (for the destructor)
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> joined;        // per rank: its part of the step done
-  std::vector<cudaEvent_t> forked;        // per rank: on `origin`, for the rank's stream to wait on
+  cudaEvent_t forked = nullptr;           // on rank 0's device: `origin` reached the step
   std::vector<impl::DeviceStatus*> status;       // per rank, on its device
   impl::DeviceStatus* host_status = nullptr;     // [R], pinned
   std::vector<DeviceRankPlan> rank_plans;
@@ -121,7 +121,7 @@ struct GpuWorld::State {
     }
     for (auto* st : status) cudaFree(st);
     for (auto e : joined) cudaEventDestroy(e);
-    for (auto e : forked) cudaEventDestroy(e);
+    if (forked) cudaEventDestroy(forked);
     for (auto st : streams) cudaStreamDestroy(st);
     if (host_status) cudaFreeHost(host_status);
     for (std::size_t r = 0; r < mapped; ++r) vmm.unmap(va + r * chunk_bytes, chunk_bytes);
@@ -234,14 +234,13 @@ GpuWorld::GpuWorld(const Config& config, const std::vector<int>& devices, const 
   s.rank_plans.resize(R);
   s.streams.assign(R, nullptr);
   s.joined.assign(R, nullptr);
-  s.forked.assign(R, nullptr);
   s.status.assign(R, nullptr);
   for (int r = 0; r < R; ++r) {
     DeviceScope on(devices[r]);
     check_cuda(cudaMemset(s.chunk(r), 0, s.chunk_bytes), "clearing a rank's chunk");
     check_cuda(cudaStreamCreateWithFlags(&s.streams[r], cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&s.joined[r], cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventCreateWithFlags(&s.forked[r], cudaEventDisableTiming), "cudaEventCreate");
+    if (r == 0) check_cuda(cudaEventCreateWithFlags(&s.forked, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&s.status[r]), sizeof(impl::DeviceStatus)), "allocating a status");
     check_cuda(cudaMemcpy(s.status[r], &impl::kCleanStatus, sizeof impl::kCleanStatus, cudaMemcpyHostToDevice),
                "initialising a status");
@@ -300,10 +299,14 @@ void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* co
   for (int r = 0; r < R; ++r) {
     if (!d_routing[r]) throw InputError("moonep::cuda::GpuWorld::plan: d_routing[" + std::to_string(r) + "] is null");
   }
+  {
+    // `origin` is a stream of rank 0's device (an event is recorded on a
+    // stream of its own device); the ranks' streams may wait on it anywhere.
+    DeviceScope on(s.devices[0]);
+    check_cuda(cudaEventRecord(s.forked, origin), "forking the step to the ranks' streams");
+  }
   for (int r = 0; r < R; ++r) {
-    DeviceScope on(s.devices[r]);
-    check_cuda(cudaEventRecord(s.forked[r], origin), "forking the step to the ranks' streams");
-    check_cuda(cudaStreamWaitEvent(s.streams[r], s.forked[r], 0), "forking the step to the ranks' streams");
+    check_cuda(cudaStreamWaitEvent(s.streams[r], s.forked, 0), "forking the step to the ranks' streams");
   }
   for (int r = 0; r < R; ++r) {
     plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r]);
