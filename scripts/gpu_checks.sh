@@ -75,6 +75,10 @@ if [ -x "$HERE/bin/moonep-plan" ]; then
   step moonep-plan 60 "$HERE/bin/moonep-plan" --steps 50
   grep -q "backend cuda" "$LOGS/moonep-plan.log" && grep -q -- "-> 1.00" "$LOGS/moonep-plan.log" ||
     SUMMARY+=("$(printf '%-22s %-14s' moonep-plan-default 'FAIL(not cuda or unbalanced)')")
+  # --world gpu: eight ranks, eight launches on this GPU; balanced too.
+  step plan_world_gpu 60 "$HERE/bin/moonep-plan" --world gpu --devices 0,0,0,0,0,0,0,0 --steps 20
+  grep -q "gpu world on devices 0,0,0,0,0,0,0,0" "$LOGS/plan_world_gpu.log" && grep -q -- "-> 1.00" "$LOGS/plan_world_gpu.log" ||
+    SUMMARY+=("$(printf '%-22s %-14s' plan_world_gpu-summary 'FAIL(not the gpu world or unbalanced)')")
 fi
 fi
 

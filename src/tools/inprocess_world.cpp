@@ -15,9 +15,14 @@
 namespace moonep::tools {
 
 int run_inprocess_world(const PlanOptions& o, const char* program) {
+  const Backend backend = o.backend ? *o.backend : default_backend();
+  return run_in_this_process(o, program, backend, [backend](const Config& c) { return make_host_planner(backend, c); });
+}
+
+int run_in_this_process(const PlanOptions& o, const char* program, Backend backend,
+                        const std::function<std::unique_ptr<HostPlanner>(const Config&)>& make) {
   // Everything that can be wrong with the input is found before Kokkos
   // starts, so that an error is the only line on standard error.
-  const Backend backend = o.backend ? *o.backend : default_backend();
   RunShape run;
   run.backend = backend;
   run.writes_plan = !o.output.empty();
@@ -34,7 +39,7 @@ int run_inprocess_world(const PlanOptions& o, const char* program) {
   std::string details;  // how the backend ran the steps, for the timing line
   {
     KokkosSession kokkos(program, o.kokkos_args);
-    auto planner = make_host_planner(backend, problem.config);
+    auto planner = make(problem.config);
     planner->load(problem.routing,
                   problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr);
     for (int i = 0; i < o.steps; ++i) {

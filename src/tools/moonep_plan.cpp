@@ -33,6 +33,7 @@ int main(int argc, char* argv[]) {
     tools::refuse_plain_run_under_mpi(options.world == tools::World::mpi);
     const char* program = argc > 0 ? argv[0] : "moonep-plan";
     if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);
+    if (options.world == tools::World::gpu) return tools::run_gpu_world(options, program);
     return tools::run_inprocess_world(options, program);
   } catch (const tools::UsageError& e) {
     return fail(2, e.what());

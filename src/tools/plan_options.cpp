@@ -72,6 +72,11 @@ options:
                         available here)
   --world NAME          inprocess (default: every rank planned in this
                         process) | mpi (one process per rank, under mpirun)
+                        | gpu (one launch per rank, each on its own GPU:
+                        moonep::cuda::GpuWorld; builds with CUDA)
+  --devices LIST        with --world gpu: rank r on the (r mod n)-th GPU of
+                        LIST, e.g. 0,1,2,3 or 0,0,0,0 (default: every
+                        visible GPU in turn)
   --mpi-world KIND      with --world mpi: auto (default: shared memory when
                         every rank is on one node, else MPI RMA) | shared |
                         rma
@@ -126,7 +131,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       value = arg.substr(eq + 1);
     } else {
       static const char* const known[] = {
-          "--input", "--output", "--backend", "--world", "--mpi-world", "--steps", "--ranks", "--experts",
+          "--input", "--output", "--backend", "--world", "--devices", "--mpi-world", "--steps", "--ranks", "--experts",
           "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
           "--save-problem", "--memory-limit", "--mpi-timeout"};
       bool is_known = false;
@@ -155,7 +160,16 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
     } else if (name == "--world") {
       if (value == "inprocess") o.world = World::inprocess;
       else if (value == "mpi") o.world = World::mpi;
-      else throw UsageError("--world: unknown world '" + value + "' (expected inprocess or mpi)");
+      else if (value == "gpu") o.world = World::gpu;
+      else throw UsageError("--world: unknown world '" + value + "' (expected inprocess, mpi or gpu)");
+    } else if (name == "--devices") {
+      o.devices.clear();
+      std::size_t at = 0;
+      while (at <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        o.devices.push_back(to_int(name, value.substr(at, comma - at), 0, 1023));
+        at = comma + 1;
+      }
     } else if (name == "--mpi-world") {
       if (value != "auto" && value != "shared" && value != "rma")
         throw UsageError("--mpi-world: unknown kind '" + value + "' (expected auto, shared or rma)");
@@ -190,6 +204,10 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
   if (!o.input.empty() && !synthetic_flag.empty()) {
     throw UsageError(synthetic_flag + " is for synthetic mode; the problem file given with --input "
                      "fixes the configuration and routing");
+  }
+  if (!o.devices.empty() && o.world != World::gpu) throw UsageError("--devices is for --world gpu");
+  if (o.world == World::gpu && o.backend && *o.backend != Backend::cuda) {
+    throw UsageError(std::string("--world gpu plans with the cuda backend, not --backend ") + to_string(*o.backend));
   }
   if (o.steps == 0) o.steps = o.synthetic() ? 20 : 1;
   return o;

@@ -18,7 +18,7 @@ class UsageError : public std::invalid_argument {
   explicit UsageError(const std::string& what) : std::invalid_argument(what) {}
 };
 
-enum class World { inprocess, mpi };
+enum class World { inprocess, mpi, gpu };
 
 struct PlanOptions {
   std::string input;         // problem file; empty = synthetic mode
@@ -26,6 +26,9 @@ struct PlanOptions {
   std::string save_problem;  // synthetic mode: also write the problem file
   std::optional<Backend> backend;  // empty = default_backend()
   World world = World::inprocess;
+  // --devices with --world gpu: rank r on devices[r mod size]; empty = every
+  // visible GPU in turn.
+  std::vector<int> devices;
   // --mpi-world auto|shared|rma; empty = $MOONEP_MPI_WORLD, else auto.
   std::string mpi_world;
   // --memory-limit in bytes (kNoMemoryLimit for "none"); empty = the

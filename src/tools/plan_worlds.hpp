@@ -3,12 +3,25 @@
 // RuntimeError, which main() turns into one line on standard error.
 #pragma once
 
+#include <functional>
+#include <memory>
+
+#include "moonep/backend.hpp"
 #include "plan_options.hpp"
 
 namespace moonep::tools {
 
 // Every rank planned in this process (virtual ranks); plain C++ + Kokkos.
 int run_inprocess_world(const PlanOptions& options, const char* program);
+
+// What run_inprocess_world does, with the planner `make` builds (inside
+// the Kokkos session) for `backend`: load, steps, plan file, summary.
+int run_in_this_process(const PlanOptions& options, const char* program, Backend backend,
+                        const std::function<std::unique_ptr<HostPlanner>(const Config&)>& make);
+
+// One launch per rank, each on its GPU (moonep::cuda::GpuWorld):
+// gpu_world.cpp when MoonEP is built with CUDA, else no_gpu_world.cpp.
+int run_gpu_world(const PlanOptions& options, const char* program);
 
 // One MPI process per rank (mpirun -np R moonep-plan --world mpi ...).
 // mpi_world.cpp when MoonEP is built with MPI worlds, else no_mpi_world.cpp.

@@ -133,7 +133,15 @@ if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.c
 endif()
 if(NOT MoonEP_HAVE_CUDA)
   moonep_cli_test(backend_cuda_unavailable ARGS "--backend|cuda|--steps|1" EXPECT_RC 1 EXPECT_STDERR "backend cuda is not available")
+  moonep_cli_test(world_gpu_unavailable ARGS "--world|gpu|--steps|1" EXPECT_RC 1
+    EXPECT_STDERR "--world gpu needs MoonEP built with CUDA")
 endif()
+moonep_cli_test(usage_world_gpu_other_backend ARGS "--world|gpu|--backend|portable" EXPECT_RC 2
+  EXPECT_STDERR "--world gpu plans with the cuda backend, not --backend portable")
+moonep_cli_test(usage_devices_without_world_gpu ARGS "--devices|0,1" EXPECT_RC 2
+  EXPECT_STDERR "--devices is for --world gpu")
+moonep_cli_test(usage_bad_devices ARGS "--world|gpu|--devices|0,x" EXPECT_RC 2
+  EXPECT_STDERR "--devices: expected an integer, got 'x'")
 
 # ---- runtime failures writing the output: exit 1, nothing left behind
 moonep_cli_test(output_dir_missing
