@@ -2,7 +2,7 @@
 # ranks on one GPU), stream and CUDA-graph launches, against the floor of an
 # empty cooperative launch of the same grid. See README_GPU.md.
 add_executable(moonep_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cu)
-target_link_libraries(moonep_gpu_bench PRIVATE moonep CUDA::cudart)
+target_link_libraries(moonep_gpu_bench PRIVATE moonep moonep_cuda_bench CUDA::cudart)
 moonep_perf_csv(moonep_gpu_bench)
 
 # moonep_warp_latency: cycles per step of the warp primitives the kernels

@@ -41,6 +41,7 @@
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
 
+#include "bench_access.hpp"
 #include "csv_report.hpp"
 
 namespace {
@@ -142,14 +143,15 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   row.correct = moonep::plan_difference(planner.copy_out(s), moonep::plan_reference(c, routing)).empty();
 
   auto step = [&] { planner.plan(topk, nullptr, s); };
-  auto empty = [&] { planner.launch_empty(s); };
-  auto barrier = [&] { planner.launch_barrier_floor(topk, s); };
+  moonep::cuda::impl::FloorLaunches floors(planner);
+  auto empty = [&] { floors.launch_empty(s); };
+  auto barrier = [&] { floors.launch_barrier_floor(topk, s); };
   for (int i = 0; i < 50; ++i) step();
   ok(cudaStreamSynchronize(s), "warmup");
   // kRounds rounds of the three timings, interleaved, and the median of
   // each: the stream floors are the host's launch rate, which drifts
-  // between 3.3 and 5.8 us from call to call (device runs 45-53); timed
-  // once, right after the step, a floor's drift decided x_stream.
+  // by a few us from call to call; timed once, right after the step, a
+  // floor's drift would decide x_stream.
   constexpr int kRounds = 3;
   std::vector<double> st, fl, ba, stg, flg, bag;
   for (int round = 0; round < kRounds; ++round) {
@@ -248,9 +250,9 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   ok(cudaMemset(d_trace, 0, blocks_max * stride * 8), "trace memset");
   moonep::cuda::Options opt;
   opt.blocks_per_rank = bpr;
-  opt.debug_trace = d_trace;
   opt.kernel = kernel;
   moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::impl::PlannerAccess::set_trace(planner, d_trace);
   const int blocks = c.ranks * planner.blocks_per_rank();
   const std::vector<const char*> names = trace_names(planner.kernel());
   const int npoints = static_cast<int>(names.size());
@@ -392,8 +394,8 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
     virt.plan(d.ptrs(), nullptr, s);
     const bool vok = moonep::plan_difference(virt.copy_out(s), ref).empty();
     const double v_stream = time_us(s, steps, vstep), v_graph = graph_us(s, 50, replays, vstep);
-    vo.debug_trace = d_trace;
     moonep::cuda::Planner vtraced(c, vo);
+    moonep::cuda::impl::PlannerAccess::set_trace(vtraced, d_trace);
     const Path vp = traced_path([&] { vtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * vtraced.blocks_per_rank(),
                                 vtraced.kernel());
 
@@ -406,8 +408,8 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
     const bool wok = moonep::plan_difference(world.copy_out(), ref).empty();
     const double w_stream = time_us(s, steps, wstep), w_graph = graph_us(s, 50, replays, wstep);
     world.check();
-    wo.debug_trace = d_trace;
     moonep::cuda::GpuWorld wtraced(c, devices, wo);
+    moonep::cuda::impl::PlannerAccess::set_trace(wtraced, d_trace);
     const Path wp = traced_path([&] { wtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * wtraced.blocks_per_rank(),
                                 wtraced.kernel());
     wtraced.check();

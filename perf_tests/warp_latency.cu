@@ -3,7 +3,7 @@
 // 512 threads for __syncthreads), and the step of %globaltimer, which the
 // phase trace of moonep_gpu_bench stamps with. Used to decide between
 // warp reductions, shuffles and per-lane registers in the serial parts of
-// the planning (perf_tests/README_GPU.md). Each figure includes the loop's
+// the planning (perf_tests/README.md). Each figure includes the loop's
 // own overhead (a dependent add and a branch), so compare them with each
 // other, not with published instruction latencies.
 #include <cuda_runtime.h>

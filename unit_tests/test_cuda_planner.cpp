@@ -20,6 +20,7 @@
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
 #include "support/cuda_test_support.hpp"
+#include "bench_access.hpp"
 
 namespace {
 
@@ -200,18 +201,19 @@ TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the p
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), ref) == "");
   // The barrier floor's counter resets itself: a second launch that found
   // it stale would never pass its barrier.
+  moonep::cuda::impl::FloorLaunches floors(planner);
   for (int i = 0; i < 3; ++i) {
-    planner.launch_empty(nullptr);
-    planner.launch_barrier_floor(dr.topk(), nullptr);
+    floors.launch_empty(nullptr);
+    floors.launch_barrier_floor(dr.topk(), nullptr);
   }
   cuda_ok(cudaDeviceSynchronize());
   REQUIRE(moonep::plan_difference(planner.copy_out(nullptr), ref) == "");
   // Null routing is refused before anything is launched or taken.
-  REQUIRE_THROWS_AS(planner.launch_barrier_floor(nullptr, nullptr), moonep::InputError);
+  REQUIRE_THROWS_AS(floors.launch_barrier_floor(nullptr, nullptr), moonep::InputError);
   std::vector<const int32_t*> holes(dr.topk(), dr.topk() + c.ranks);
   holes[2] = nullptr;
-  REQUIRE_THROWS_WITH(planner.launch_barrier_floor(holes.data(), nullptr),
-                      "moonep::cuda::Planner::launch_barrier_floor: d_topk[2] is null");
+  REQUIRE_THROWS_WITH(floors.launch_barrier_floor(holes.data(), nullptr),
+                      "moonep::cuda::impl::FloorLaunches::launch_barrier_floor: d_routing[2] is null");
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), ref) == "");
 }
 
@@ -266,5 +268,5 @@ TEST_CASE("cuda backend through the registry", "[cuda]") {
   REQUIRE(moonep::plan_difference(planner->result(), moonep::plan_reference(c, routing)) == "");
 }
 
-// No test asks for NVLink multicast, not even to see it refused: the
+// No test asks for NVLink multicast (the planners offer none): the
 // project's rule is that tests, benchmarks and scripts never request it.

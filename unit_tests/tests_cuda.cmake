@@ -4,7 +4,7 @@
 if(MoonEP_HAVE_CUDA)
   function(moonep_add_cuda_test name)
     add_executable(${name} ${ARGN} test_cuda_main.cpp)
-    target_link_libraries(${name} PRIVATE moonep moonep_catch2 CUDA::cudart)
+    target_link_libraries(${name} PRIVATE moonep moonep_cuda_bench moonep_catch2 CUDA::cudart)
     target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)

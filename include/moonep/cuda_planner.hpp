@@ -1,5 +1,5 @@
 // moonep/cuda_planner.hpp — the CUDA specialization: the whole plan of a
-// step (PLANNING.md steps 1-8) in ONE cooperative kernel launch, for codes
+// step (docs/spec/planning.md steps 1-8) in ONE cooperative kernel launch, for codes
 // that hold their routing in device memory. Only usable when MoonEP was
 // built with CUDA (MOONEP_HAVE_CUDA == 1); plain device pointers and a
 // cudaStream_t, no Kokkos needed.
@@ -13,14 +13,16 @@
 // blocks; in the rank-0 one each group also has its own software grid
 // barrier and rank 0 publishes the tables.
 //
-// NVLink multicast — READ THIS. With virtual ranks every block reads the
-// tables from its own shared memory or from the one copy rank 0 writes,
-// and every result is stored straight into the destination rank's output
-// buffer; nothing is broadcast, and the kernels have no multimem (NVLink
-// SHARP multicast) path at all. MoonEP never
-// creates multicast objects (no cuMulticastCreate anywhere): misconfigured
-// multicast can take a shared host's GPUs down for days. Asking this class
-// for multicast (Options::multicast = true) throws.
+// Broadcast: with virtual ranks every block reads the tables from its own
+// shared memory or from the one copy rank 0 writes, and every result is
+// stored straight into the destination rank's output buffer; nothing is
+// broadcast, and there is no NVLink multicast (multimem) path. MoonEP
+// never creates multicast objects (no cuMulticastCreate anywhere):
+// misconfigured multicast can take a shared host's GPUs down for days.
+//
+// Benchmark hooks (empty and barrier-floor launches, phase traces) are not
+// part of this API: perf_tests reaches them through the private
+// src/cuda_specializations/bench_access.hpp.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,6 +40,9 @@
 #endif
 
 namespace moonep::cuda {
+namespace impl {
+struct PlannerAccess;  // the benchmark's hooks (src/cuda_specializations/bench_access.hpp)
+}
 
 // Which planning kernel runs a step (both give identical plans):
 // - replicated: every block computes the whole plan (steps 1-5) in its own
@@ -67,19 +72,10 @@ struct Options {
   // counters and stays usable. With virtual ranks this fires only if the
   // ranks' blocks were not all running at once.
   double timeout_s = 10;
-  // NVLink multicast broadcast. Must stay false in tests and benchmarks;
-  // see the header comment. Ignored unless multicast_address is non-null.
-  bool multicast = false;
-  void* multicast_address = nullptr;
-  // Profiling only: a device buffer of ranks*blocks_per_rank*24 uint64
-  // that receives %globaltimer stamps at phase boundaries (thread 0 of every
-  // block; the last two words of a block: SM clock64 at its start and
-  // end). Null (the default) costs nothing measurable.
-  unsigned long long* debug_trace = nullptr;
 };
 
-// Device pointers to one rank's plan (PLANNING.md "What each rank's plan
-// holds"); they stay valid as long as the Planner and are overwritten by
+// Device pointers to one rank's plan (docs/spec/planning.md, "A rank's
+// plan"); they stay valid as long as the Planner and are overwritten by
 // the next plan() call. dup_groups/dup_loffs: only the prefixes named by
 // dup_counts are meaningful; their row order may vary between runs.
 struct DeviceRankPlan {
@@ -131,15 +127,9 @@ class Planner {
   int blocks_per_rank() const;  // after any lowering for co-residency
   Kernel kernel() const;        // the kernel chosen (never automatic)
   static int threads_per_block();  // 512 (a build-time constant)
-  // Enqueues an empty cooperative launch of the same grid and block size:
-  // the floor the planning step is measured against.
-  void launch_empty(cudaStream_t stream);
-  // Enqueues the same launch doing only what no one-launch planner can
-  // skip: one routing load per thread (from d_topk, as plan() takes it)
-  // and one barrier over all blocks. The second floor of the benchmark.
-  void launch_barrier_floor(const std::int32_t* const* d_topk, cudaStream_t stream);
 
  private:
+  friend struct impl::PlannerAccess;
   struct State;
   std::unique_ptr<State> s_;
 };

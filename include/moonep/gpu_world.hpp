@@ -48,11 +48,6 @@ struct WorldOptions {
   // (it is always used when the world spans devices): lets one GPU test
   // the path a multi-GPU world takes.
   bool system_scope = false;
-  // Profiling only (perf_tests/gpu_bench.cu): a device buffer of
-  // ranks*blocks_per_rank*24 uint64 on one device all ranks can reach,
-  // for the same %globaltimer stamps as Options::debug_trace, rank r's
-  // blocks from row r*blocks_per_rank. Null (the default) costs nothing.
-  unsigned long long* debug_trace = nullptr;
 };
 
 class GpuWorld {
@@ -97,6 +92,7 @@ class GpuWorld {
   HostPlan copy_out();
 
  private:
+  friend struct impl::PlannerAccess;
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -5,16 +5,12 @@
 #include <sstream>
 #include <vector>
 
+#include "bench_access.hpp"
 #include "launch_setup.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
 
 namespace moonep::cuda {
-namespace impl {
-__global__ void empty_kernel();
-__global__ void barrier_floor_kernel(const __grid_constant__ KernelParams p, unsigned* bar, int* sink);
-}  // namespace impl
-
 namespace {
 
 using i64 = std::int64_t;
@@ -66,7 +62,6 @@ struct Planner::State {
   const void* func = nullptr;
   impl::KernelParams params{};
   DeviceBuffer sym, loc, out, status;
-  DeviceBuffer floor;  // barrier_floor_kernel's counter (word 0) and one word per block (from word 4)
   impl::DeviceStatus* host_status = nullptr;  // pinned
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_topk, last_tpe;
@@ -80,14 +75,6 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   validate(config);
   std::string why;
   if (!device_available(&why)) throw RuntimeError("moonep::cuda::Planner: " + why);
-  if (options.multicast) {
-    // Virtual ranks share one GPU; a multicast object cannot span chunks of
-    // one device. Never fall back silently: the caller asked for something
-    // this planner will not do.
-    throw RuntimeError(
-        "moonep::cuda::Planner: NVLink multicast needs one GPU per rank; the virtual-rank "
-        "planner broadcasts with unicast stores only (set Options::multicast = false)");
-  }
   if (options.blocks_per_rank < 1) {
     throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
   }
@@ -103,22 +90,12 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   s.func = choice.func;
   s.bpr = choice.bpr;
   s.smem = choice.smem;
-  // The floors (launch_empty, launch_barrier_floor) take the same dynamic
-  // shared memory: without the opt-in above 48 KiB their cooperative
-  // launch fails ("too many blocks").
-  for (const void* f : {reinterpret_cast<const void*>(impl::empty_kernel),
-                        reinterpret_cast<const void*>(impl::barrier_floor_kernel)}) {
-    check_cuda(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s.smem)),
-               "cudaFuncSetAttribute");
-  }
-
   impl::KernelParams& p = s.params;
   impl::fill_params(p, config, choice);
   s.sym.allocate(p.sym.words * R * 4, "allocating the symmetric buffer");
   s.loc.allocate(p.loc.words * R * 4, "allocating rank scratch");
   s.out.allocate(p.out.words * R * 4, "allocating plan outputs");
   s.status.allocate(sizeof(impl::DeviceStatus), "allocating the status word");
-  s.floor.allocate((4 + static_cast<i64>(R) * s.bpr) * 4, "allocating the barrier floor's words");
   check_cuda(cudaMemcpy(s.status.ptr, &kCleanStatus, sizeof kCleanStatus, cudaMemcpyHostToDevice),
              "initialising the status word");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_status), sizeof(impl::DeviceStatus)),
@@ -128,7 +105,6 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   p.groups = R;
   p.sys_scope = 0;  // virtual ranks: one GPU
   p.timeout_ns = timeout_ns;
-  p.trace = options.debug_trace;
   p.sym_base = s.sym.words();
   p.sym_stride = p.sym.words;
   p.loc_base = s.loc.words();
@@ -195,21 +171,12 @@ void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const*
   launch_cooperative(s.func, s.config.ranks * s.bpr, s.smem, args, stream, "launching the planning kernel");
 }
 
-void Planner::launch_empty(cudaStream_t stream) {
-  State& s = *s_;
-  launch_cooperative(reinterpret_cast<const void*>(impl::empty_kernel), s.config.ranks * s.bpr, s.smem,
-                     nullptr, stream, "launching the empty kernel");
+// The benchmark's view (bench_access.hpp).
+impl::LaunchView impl::PlannerAccess::launch(Planner& planner) {
+  Planner::State& s = *planner.s_;
+  return LaunchView{&s.params, s.func, s.config.ranks * s.bpr, s.smem};
 }
-
-void Planner::launch_barrier_floor(const std::int32_t* const* d_topk, cudaStream_t stream) {
-  State& s = *s_;
-  take_routing(s.params, s.config.ranks, d_topk, nullptr, "moonep::cuda::Planner::launch_barrier_floor");
-  unsigned* bar = static_cast<unsigned*>(s.floor.ptr);
-  int* sink = s.floor.words() + 4;
-  void* args[] = {&s.params, &bar, &sink};
-  launch_cooperative(reinterpret_cast<const void*>(impl::barrier_floor_kernel), s.config.ranks * s.bpr, s.smem,
-                     args, stream, "launching the barrier floor kernel");
-}
+void impl::PlannerAccess::set_trace(Planner& planner, unsigned long long* trace) { planner.s_->params.trace = trace; }
 
 void Planner::check(cudaStream_t stream) {
   State& s = *s_;

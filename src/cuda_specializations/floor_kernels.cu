@@ -3,7 +3,7 @@
 // - empty_kernel: an empty cooperative launch, what any one-launch planner
 //   pays before doing anything;
 // - barrier_floor_kernel: that launch plus the least any planner of
-//   PLANNING.md's steps must do in it. Step 1 needs every rank's counts, so
+//   docs/spec/planning.md's steps must do in it. Step 1 needs every rank's counts, so
 //   every block reads routing and all blocks pass one barrier before any
 //   plan exists: here each thread loads one routing word of its rank, the
 //   block arrives at one counter (release) and waits for all the others

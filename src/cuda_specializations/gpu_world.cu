@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_access.hpp"
 #include "launch_setup.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
@@ -250,8 +251,6 @@ GpuWorld::GpuWorld(const Config& config, const std::vector<int>& devices, const 
     q.loc_base = own + p.sym.words;
     q.out_base = own + p.sym.words + p.loc.words;
     q.status = s.status[r];
-    q.trace = options.debug_trace ? options.debug_trace + static_cast<i64>(r) * s.choice.bpr * impl::kTracePoints
-                                  : nullptr;
     std::int32_t* o = q.out_base;
     s.rank_plans[r] = DeviceRankPlan{o + p.out.dst,        o + p.out.cu,        o + p.out.zfr,
                                      o + p.out.etc,        o + p.out.rs,        o + p.out.src_info,
@@ -262,6 +261,13 @@ GpuWorld::GpuWorld(const Config& config, const std::vector<int>& devices, const 
 }
 
 GpuWorld::~GpuWorld() = default;
+
+void impl::PlannerAccess::set_trace(GpuWorld& world, unsigned long long* trace) {
+  GpuWorld::State& s = *world.s_;
+  for (std::size_t r = 0; r < s.params.size(); ++r) {
+    s.params[r].trace = trace ? trace + static_cast<i64>(r) * s.choice.bpr * kTracePoints : nullptr;
+  }
+}
 
 const Config& GpuWorld::config() const { return s_->config; }
 int GpuWorld::ranks() const { return s_->config.ranks; }

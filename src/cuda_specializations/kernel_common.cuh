@@ -1,7 +1,7 @@
 // Private: device code both planning kernels share (plan_kernel.cu, where
 // rank 0 plans and publishes tables, and replicated_plan_kernel.cu, where
 // every block plans for itself): the per-block view of the launch, error
-// recording, the debug trace, warp/block reductions, PLANNING.md steps 2-3
+// recording, the debug trace, warp/block reductions, docs/spec/planning.md steps 2-3
 // on shared arrays, and steps 7-8 (dedup) on a tile of tokens.
 // Included by .cu files only; everything has internal linkage.
 #pragma once
@@ -16,8 +16,7 @@
 // likely more code than an SM's instruction cache holds, so what they
 // execute is fetched anew at each launch; a loop unrolled for a trip count
 // it rarely reaches (one or two trips at the headline) costs fetch time
-// and gains nothing: rolling such loops gained 0.7 us
-// (perf_tests/README_GPU.md, device runs 31-32).
+// and gains nothing (measured: rolled was faster at the headline).
 #define MOONEP_ROLLED _Pragma("unroll 1")
 
 namespace moonep::cuda::impl {
@@ -339,8 +338,8 @@ __device__ __forceinline__ void split_owner_packed(const Block& b, int h, int* s
 // Fast path (R <= 128, epn <= 128, R*N < 2^25: every value fits 25 bits
 // and every index 7): quotas and remainders live in registers, lane l
 // holding receivers / local experts l, l+32, l+64, l+96 (only l where R
-// and epn fit 32 lanes: four slots per lane made the loop, window 3's
-// critical path, 0.45 us slower at the headline, device run 44); each
+// and epn fit 32 lanes: four slots per lane lengthen the loop, which is
+// window 3's critical path); each
 // argmax is one __reduce_max over (value << 7 | 127 - index), which picks
 // the largest value and, among equals, the lowest index.
 template <class Take, class Keep, class Copies, class Done>
@@ -429,8 +428,8 @@ __device__ Slice slice_of(const Block& b) {
   }
   // In 32 bits where (w + 1) * S fits, as it does at any real size: a
   // 64-bit division is a long subroutine, and this is on every worker's
-  // way to its first routing loads (in device run 47's trace the workers
-  // reached them 0.28 us after the planning blocks, which skip this).
+  // way to its first routing loads (the phase trace shows workers
+  // reaching them after the planning blocks, which skip this).
   const unsigned long long end = static_cast<unsigned long long>(s.w + 1) * static_cast<unsigned>(p.S);
   if (end <= 0xffffffffull) {
     const unsigned nw = static_cast<unsigned>(p.nworkers);
@@ -519,8 +518,8 @@ __device__ void step7_dedup(const Block& b, int nt, const int* s_d, int* s_x, un
     // Registers and bitmasks over destinations (R <= 32); every loop over
     // a token's entries is either a short unrolled scan of compares or a
     // rolled loop over set bits, so the code stays small: steps 7-8 run
-    // once per launch, and a large unrolled body stalled on instruction
-    // fetch (ncu, device run 23; 0.5 us faster in run 24). Whole warps go
+    // once per launch, and a large unrolled body stalls on instruction
+    // fetch (seen with ncu). Whole warps go
     // round (the list's warp scan); lanes past nt hold no token.
     MOONEP_ROLLED
     for (int tok0 = b.warp * 32; tok0 < nt; tok0 += kThreads) {

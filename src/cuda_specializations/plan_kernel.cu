@@ -1,4 +1,4 @@
-// The planning kernel: PLANNING.md steps 1-8 for R virtual ranks on one
+// The planning kernel: docs/spec/planning.md steps 1-8 for R virtual ranks on one
 // GPU in one cooperative launch. Block group g (bpr blocks) is rank g. All
 // ranks share one GPU, so the planning tables are written once (into rank
 // 0's chunk) and read by every rank, and every result is written straight

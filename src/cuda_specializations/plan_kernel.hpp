@@ -17,12 +17,11 @@
 namespace moonep::cuda::impl {
 
 // Threads per block, and the register cap per thread both kernels are
-// compiled with (__maxnreg__): 512 threads (measured on an H200 against
-// 256, 384 and 1024 threads, perf_tests/README_GPU.md, device runs 20-27)
-// at 96 registers (the replicated kernel uses 94; device run 48: 0.2 us
-// faster at the headline than 64, 0.25-0.3 than 80 and 72; a cap of 128
-// gives 96 and the same time, run 49). Build-time knobs, for measuring other
-// shapes.
+// compiled with (__maxnreg__): 512 threads (the fastest of 256, 384, 512
+// and 1024 on an H200) at 96 registers (the replicated kernel needs 94;
+// lower caps spill and were slower, a higher one changes nothing). The
+// tuning policy, as build-time knobs for measuring other shapes
+// (docs/design/cuda_planner.md).
 #ifndef MOONEP_CUDA_BLOCK_THREADS
 #define MOONEP_CUDA_BLOCK_THREADS 512
 #endif
@@ -37,17 +36,17 @@ namespace moonep::cuda::impl {
 #endif
 inline constexpr int kThreads = MOONEP_CUDA_BLOCK_THREADS;  // threads per block
 // The replicated kernel runs at most this many blocks per SM: its blocks
-// all plan the step redundantly and read the same gathered counts, and two
-// of them on one SM were 2 us slower than one block per SM with half as
-// many blocks (device runs 20-22).
+// all plan the step redundantly and read the same gathered counts, so two
+// of them on one SM compete for it and were slower than one block per SM
+// with half as many blocks.
 inline constexpr int kReplicatedBlocksPerSM = 1;
 static_assert(kThreads % 32 == 0 && kThreads >= 128 && kThreads <= 1024, "threads per block");
 // Only 512 threads (the default) passes every GPU unit test. At 1024
 // threads the rank-0 kernel needs more shared memory per block (278656
 // bytes for R=32 E=2048, over the H200's 232432), so the test that expects
-// it to take that shape gets the planner's refusal instead (device run 43;
-// every plan it did compute matched the reference). Other shapes are for
-// measurement, behind an explicit opt-in.
+// it to take that shape gets the planner's refusal instead (every plan it
+// did compute matched the reference). Other shapes are for measurement,
+// behind an explicit opt-in.
 #if MOONEP_CUDA_BLOCK_THREADS != 512 && !defined(MOONEP_CUDA_UNVERIFIED_SHAPE)
 #error "MOONEP_CUDA_BLOCK_THREADS other than 512 is unverified: define MOONEP_CUDA_UNVERIFIED_SHAPE to build it for measurement"
 #endif

@@ -1,4 +1,4 @@
-// The replicated-planning kernel: PLANNING.md steps 1-8 for R virtual ranks
+// The replicated-planning kernel: docs/spec/planning.md steps 1-8 for R virtual ranks
 // on one GPU in one cooperative launch, with ONE cross-block barrier per
 // step. Every block computes the whole plan (steps 1-5, a few KB of
 // tables) in its own shared memory from the gathered counts, instead of
@@ -56,7 +56,7 @@
 // (DeviceStatus::late) and ends before any store into another rank. The host uses this kernel when its shared memory
 // (which grows with E*R and with the entries per block) fits and all
 // R*bpr blocks are co-resident; plan_kernel.cu covers every other shape.
-// perf_tests/README_GPU.md has its measurements and the variants that lost.
+// docs/design/cuda_planner.md says why the kernel is laid out this way.
 #include <climits>
 #include <cstdint>
 
@@ -268,8 +268,8 @@ __device__ void store_layout(const Block& b, const Tables& t) {
 // critical path (before the barrier it was on the last arriving block's),
 // and it uses warps planning leaves idle. Every barrier is the whole
 // block's: with a named barrier per warp group, compute-sanitizer's
-// racecheck reported hazards between accesses that __syncthreads orders
-// (device runs 32-33).
+// racecheck reports hazards between accesses that __syncthreads orders,
+// so the sanitizer could no longer vouch for the kernel.
 
 // Window 1, by one warp: key[e], the block's count of e (block totals),
 // becomes e's first slot in `sorted` (lane l sums a run of experts, the
@@ -407,11 +407,10 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   // All the entries are sorted here when step 3 leaves no warp idle (R >=
   // kWarps). When it leaves warps idle (R < kWarps), the first half of
   // the C1 warps' entries are sorted here, by the warps that do not share
-  // warp 0's scheduler (warp w issues on sub-partition w % 4; sorting on all of
-  // warps 1.. made step 2 0.13 us slower, device run 49), the rest in
-  // window 3: the sort of all the entries beside step 3 made window 3
-  // 0.3 us longer than step 3 alone (run 49). Split, window 3 is 0.06 us
-  // shorter and the step 0.05 us (runs 50-51).
+  // warp 0's scheduler (warp w issues on sub-partition w % 4; sorting on
+  // all of warps 1.. slows step 2, which warp 0 runs), the rest in window
+  // 3: the whole sort beside step 3 outlasts step 3 itself, so it is split
+  // to end with it.
   const bool sort_in_3 = R < kWarps;
   constexpr int kHalf = kWarps / 2;
   if (b.warp == 0) {
@@ -516,14 +515,13 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // it, then reads it back (OR commutes, so the word is the same whatever
   // order the atomics take), and the round's first peer clears it. One
   // shared atomic and one load per round instead of a ballot per bit of
-  // the id: C1 took 1.2-1.3 us instead of 2.3-2.4 (device runs 35-36).
+  // the id, which took about twice as long.
   {
     int* row = t.hist + b.warp * E;
     unsigned* peer = t.peer + b.warp * E;
     const unsigned lt = (1u << b.lane) - 1u;
-    // Each warp zeroes its own words: zeroing the peer words with the
-    // block's housekeeping (A) held up the first routing loads by 0.5 us
-    // (run 36); the rows too were zeroed there, behind a block barrier.
+    // Each warp zeroes its own words: zeroed with the block's housekeeping
+    // (A), behind a block barrier, they hold up the first routing loads.
     MOONEP_ROLLED
     for (int i = b.lane; i < E; i += 32) {
       peer[i] = 0u;
@@ -532,7 +530,7 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
     __syncwarp();
     // kUnroll rounds unrolled (unlike most of the kernel, see MOONEP_ROLLED):
     // a rolled round with the loads kept kUnroll rounds ahead in a ring of
-    // registers was 0.5 us slower at the headline (device runs 31-32).
+    // registers was slower at the headline.
     for (int base0 = w0; base0 < w1; base0 += 32 * kUnroll) {
       int ev[kUnroll];  // loads first, so they are in flight together
 #pragma unroll
@@ -577,10 +575,9 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   // Block totals: warp rows become exclusive warp bases; the block's count
   // of e goes to the rank's hist[w][e] (worker-major: the block's row is
   // consecutive words, its stores whole lines; expert-major rows, which
-  // let later blocks load their bases as 16-byte vectors, made the
-  // arrival's release wait 0.57 us longer for 15 blocks' scattered
-  // stores into the same lines, device run 44) and into the gathered
-  // counts.
+  // let later blocks load their bases as 16-byte vectors, make the
+  // arrival's release wait for every block's scattered stores into the
+  // same lines) and into the gathered counts.
   if (s.worker) {
     std::int32_t* ghist = b.loc() + p.loc.hist + static_cast<i64>(s.w) * E;
     std::int32_t* tall = b.tpe_all(b.epoch) + static_cast<i64>(b.rank) * E;
@@ -611,17 +608,15 @@ __global__ void MOONEP_KERNEL_BOUNDS replicated_plan_kernel(const __grid_constan
   trace_point(p, 3);
 
   // While the others arrive: thread 0 polls the counter at once, and
-  // warps 1.. zero the plan's tables meanwhile. (All threads zeroed first
-  // and thread 0 polled after: in device run 47 the zeroing ended after
-  // the last arrival on 120 of 128 blocks, 0.26 us after it in the median,
-  // and the poll's round trip came on top.)
+  // warps 1.. zero the plan's tables meanwhile. (With all threads zeroing
+  // first and thread 0 polling after, the zeroing mostly ends after the
+  // last arrival, and the poll's round trip comes on top.)
   int late = 0;  // thread 0's: the arrivals did not all come within timeout_ns
   if (b.warp == 0) {
     if (b.tid == 0) {
-      // Acquire loads as the poll, no fence after it (0.2 us faster than
-      // relaxed polls and a fence.acq_rel, device run 49): the block is
-      // alone on its SM, so the L1 invalidation each acquire brings costs
-      // none of our blocks anything.
+      // Acquire loads as the poll, no fence after it (faster than relaxed
+      // polls and a fence.acq_rel): the block is alone on its SM, so the L1
+      // invalidation each acquire brings costs none of our blocks anything.
       late = !poll_counter_acquire(sys, gather, all_blocks * next, p.timeout_ns);
       trace_point(p, 15);  // debug trace: thread 0 has seen every arrival
     }
