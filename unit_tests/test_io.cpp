@@ -1,6 +1,6 @@
-// The file formats of FORMATS.md: good problems parse, plans round-trip
-// exactly, every malformed or invalid input is one InputError line naming
-// the place, and writes are all-or-nothing.
+// The file formats of docs/spec/formats.md: good problems parse, plans
+// round-trip exactly, every malformed or invalid input is one InputError line
+// naming the place, and writes are all-or-nothing.
 #include "catch2_compat.hpp"
 
 #include <unistd.h>
@@ -186,7 +186,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
        "routing[1][3]: expected an integer expert id, got null"},
       {with("routing", "[[0, 1, 2, 3], [3, 3, 1, 9999999999]]"),
        "routing[1][3]: 9999999999 does not fit in a 32-bit integer"},
-      // PLANNING.md "Bad input", one by one
+      // docs/spec/planning.md "Bad input", one by one
       {with("routing", "[[0, 1, 2, 4], [3, 3, 1, 0]]"), "routing[0][3] = 4 is not an expert id in [0, 4)"},
       {with("routing", "[[0, 1, 2, 3], [-1, 3, 1, 0]]"), "routing[1][0] = -1 is not an expert id in [0, 4)"},
       {with("experts", "5"), "experts (5) must be a multiple of ranks (2)"},
@@ -224,7 +224,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
   }
 }
 
-TEST_CASE("plan JSON of a hand-planned problem is exactly FORMATS.md") {
+TEST_CASE("plan JSON of a hand-planned problem is exactly docs/spec/formats.md") {
   // R=1 E=2 K=2 S=1 B=1 tp=4, the token names expert 1 twice.
   // NvS = round_up(2 + 2*2*3, 4) = 16. Expert 1's group holds 2 entries
   // padded to 4: cu_seqlens (0, 4, 4), zero fill (2, 2) in group 1. The

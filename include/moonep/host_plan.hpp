@@ -15,7 +15,7 @@ using Routing = std::vector<std::vector<std::int32_t>>;
 // Optional tokens_per_expert of every rank: tpe[r][e].
 using TokensPerExpert = std::vector<std::vector<std::int32_t>>;
 
-// One rank's plan, PLANNING.md "What each rank's plan holds". Arrays are
+// One rank's plan, docs/spec/planning.md "A rank's plan". Arrays are
 // flat, row major. dup_groups and dup_loffs hold only their valid prefixes
 // (dup_counts[0] rows of 3, dup_counts[1] entries).
 struct HostRankPlan {

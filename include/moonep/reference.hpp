@@ -1,5 +1,5 @@
-// moonep/reference.hpp — the reference planner: PLANNING.md steps 1-8 for
-// all ranks at once, serial and written for clarity. It is the executable
+// moonep/reference.hpp — the reference planner: docs/spec/planning.md steps 1-8
+// for all ranks at once, serial and written for clarity. It is the executable
 // spec every faster backend is tested against.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace moonep {
 HostPlan plan_reference(const Config& config, const Routing& routing,
                         const TokensPerExpert* tokens_per_expert = nullptr);
 
-// Validation shared by every backend (PLANNING.md "Bad input"): the
+// Validation shared by every backend (docs/spec/planning.md "Bad input"): the
 // configuration, then routing[r] (length, expert ids), then the optional
 // tokens_per_expert. Throws InputError naming field, rank and index.
 void validate_problem(const Config& config, const Routing& routing,

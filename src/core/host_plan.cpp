@@ -1,5 +1,6 @@
 // Plan comparison: exact for every output but the dup structures, whose row
-// order may vary (PLANNING.md step 8) and are compared as sets of groups.
+// order may vary (docs/spec/planning.md step 8) and are compared as sets of
+// groups.
 #include <algorithm>
 #include <map>
 #include <sstream>

@@ -1,5 +1,5 @@
-// Input checks shared by every backend (PLANNING.md "Bad input"). They run
-// before any planner touches shared state.
+// Input checks shared by every backend (docs/spec/planning.md "Bad input").
+// They run before any planner touches shared state.
 #include <sstream>
 #include <string>
 #include <vector>

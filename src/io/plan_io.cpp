@@ -1,5 +1,5 @@
-// The plan file of FORMATS.md: writing (one rank's plan per line) and
-// reading back with a check of every array's shape.
+// The plan file of docs/spec/formats.md: writing (one rank's plan per line)
+// and reading back with a check of every array's shape.
 #include <string>
 
 #include "json_reader.hpp"

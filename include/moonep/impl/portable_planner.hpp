@@ -1,7 +1,7 @@
 // moonep/impl/portable_planner.hpp — the portable path of moonep::Planner
 // (moonep/planner.hpp): the ranks plan their step with Kokkos kernels over
 // a World (moonep/world.hpp), exchanging only what the seed exchanges
-// (docs/spec/PLANNING.md, "How the seed runs it"):
+// (docs/spec/planning.md, "How the original GPU planner runs a step"):
 //
 //   validate   host facts (rank arrays, lengths), then every local rank's
 //              expert histogram (= tokens per expert) and checks;

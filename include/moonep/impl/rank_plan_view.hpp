@@ -1,5 +1,5 @@
 // moonep/impl/rank_plan_view.hpp — one rank's plan as Kokkos views (the
-// outputs of PLANNING.md "What each rank's plan holds"), and its copy to the
+// outputs of docs/spec/planning.md "A rank's plan"), and its copy to the
 // host, and the plan of a process's local ranks. Exposed as
 // moonep::RankPlanView and moonep::Plan by moonep/planner.hpp.
 #pragma once
