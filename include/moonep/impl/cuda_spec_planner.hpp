@@ -54,7 +54,7 @@ class CudaSpecPlanner {
         claim_(world),
         exec_(exec),
         planner_(on_device(exec, config_)),
-        topk_(static_cast<std::size_t>(config_.ranks), nullptr),
+        routing_(static_cast<std::size_t>(config_.ranks), nullptr),
         tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(alias(r));
@@ -78,12 +78,12 @@ class CudaSpecPlanner {
     const std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
     if (!why.empty()) throw InputError(why);
     for (int r = 0; r < config_.ranks; ++r) {
-      topk_[r] = routing[r].data();
+      routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
     }
     compat::ProfilingRegion kernel(region_);
     const cudaStream_t stream = exec_.cuda_stream();
-    planner_.plan(topk_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
+    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
     planner_.check(stream);  // waits; InputError from the kernel's checks
     return plan_;
   }
@@ -129,7 +129,7 @@ class CudaSpecPlanner {
   WorldClaim<world_type> claim_;
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
-  std::vector<const std::int32_t*> topk_, tpe_;
+  std::vector<const std::int32_t*> routing_, tpe_;
   std::string region_;
   plan_type plan_;
 };
