@@ -1,8 +1,8 @@
-# docs/formats.md shows the worked example's problem file and the plan
+# docs/spec/formats.md shows the worked example's problem file and the plan
 # moonep-plan writes for it (docs/concepts.md explains that plan line by
 # line). This test (cmake -P) plans the shown problem with the reference
 # backend and fails when the shown plan is not what comes out.
-#   -DDOC=docs/formats.md -DPLANNER=<moonep-plan> -DWORK_DIR=<scratch>
+#   -DDOC=docs/spec/formats.md -DPLANNER=<moonep-plan> -DWORK_DIR=<scratch>
 file(READ "${DOC}" doc)
 function(block_after marker out)
   string(FIND "${doc}" "<!-- worked example: ${marker} -->\n```json\n" at)

@@ -1,6 +1,6 @@
-// The file formats of FORMATS.md: good problems parse, plans round-trip
-// exactly, every malformed or invalid input is one InputError line naming
-// the place, and writes are all-or-nothing.
+// The file formats of docs/spec/formats.md: good problems parse, plans
+// round-trip exactly, every malformed or invalid input is one InputError line
+// naming the place, and writes are all-or-nothing.
 #include "catch2_compat.hpp"
 
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "moonep/error.hpp"
+#include "moonep/impl/plan_fields.hpp"
 #include "moonep/io.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
@@ -186,7 +187,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
        "routing[1][3]: expected an integer expert id, got null"},
       {with("routing", "[[0, 1, 2, 3], [3, 3, 1, 9999999999]]"),
        "routing[1][3]: 9999999999 does not fit in a 32-bit integer"},
-      // PLANNING.md "Bad input", one by one
+      // docs/spec/planning.md "Bad input", one by one
       {with("routing", "[[0, 1, 2, 4], [3, 3, 1, 0]]"), "routing[0][3] = 4 is not an expert id in [0, 4)"},
       {with("routing", "[[0, 1, 2, 3], [-1, 3, 1, 0]]"), "routing[1][0] = -1 is not an expert id in [0, 4)"},
       {with("experts", "5"), "experts (5) must be a multiple of ranks (2)"},
@@ -224,7 +225,7 @@ TEST_CASE("every bad problem is one InputError line naming the field, rank and i
   }
 }
 
-TEST_CASE("plan JSON of a hand-planned problem is exactly FORMATS.md") {
+TEST_CASE("plan JSON of a hand-planned problem is exactly docs/spec/formats.md") {
   // R=1 E=2 K=2 S=1 B=1 tp=4, the token names expert 1 twice.
   // NvS = round_up(2 + 2*2*3, 4) = 16. Expert 1's group holds 2 entries
   // padded to 4: cu_seqlens (0, 4, 4), zero fill (2, 2) in group 1. The
@@ -258,6 +259,51 @@ TEST_CASE("plans round-trip through plan_to_json and parse_plan, one rank per li
   int dups = 0;
   for (const auto& p : plan.ranks) dups += p.dup_counts[0];
   CHECK(dups > 0);
+}
+
+// Every field of MOONEP_PLAN_FIELDS (moonep/impl/plan_fields.hpp) is in
+// the file under its name, survives the round trip, and a change to any
+// one of them is a plan difference: a field added to the table is covered
+// by the writer, the reader and the comparison without further edits, and
+// one those miss fails here.
+TEST_CASE("every field of the plan table round-trips and is compared") {
+  using namespace moonep::impl;
+  moonep::Config c{4, 32, 4, 128, 2, 8};
+  const auto plan = moonep::plan_reference(c, moonep::synthetic_routing(c, 2.0, 11));
+  const std::string text = moonep::plan_to_json(plan);
+  const auto back = moonep::parse_plan(text);
+  for (std::size_t i = 0; i < kPlanFieldCount; ++i) {
+    const PlanField& f = kPlanFields[i];
+    const auto member = kHostPlanMembers[i];
+    INFO(f.name);
+    CHECK(text.find(std::string("\"") + f.name + "\":") != std::string::npos);
+    for (int r = 0; r < c.ranks; ++r) {
+      const auto& held = plan.ranks[r].*member;
+      CHECK(back.ranks[r].*member == held);
+      const std::int64_t want = f.held == FieldHeld::whole
+                                    ? field_capacity(f, c)
+                                    : field_prefix_values(f, plan.ranks[r].dup_counts[0], plan.ranks[r].dup_counts[1]);
+      CHECK(static_cast<std::int64_t>(held.size()) == want);
+    }
+    // A changed value (rank 0 unless its field is empty) is a difference.
+    auto changed = back;
+    int r = 0;
+    while (r < c.ranks && (changed.ranks[r].*member).empty()) ++r;
+    REQUIRE(r < c.ranks);
+    (changed.ranks[r].*member).back() += 1;
+    const std::string d = moonep::plan_difference(plan, changed);
+    CHECK(d != "");
+    if (f.held == FieldHeld::whole) CHECK(d.find(f.name) != std::string::npos);
+    // A wrong length is refused by the writer, naming the field.
+    auto longer = plan;
+    (longer.ranks[0].*member).push_back(0);
+    try {
+      (void)moonep::plan_to_json(longer);
+      FAIL("plan_to_json accepted a plan with one value too many");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find(std::string("plans[0].") + f.name + " has") == 0);
+    }
+  }
 }
 
 TEST_CASE("bad plan files name the field") {

@@ -1,4 +1,4 @@
-// Bad input (docs/spec/PLANNING.md "Bad input") is rejected with InputError
+// Bad input (docs/spec/planning.md "Bad input") is rejected with InputError
 // naming the field, rank and index, and the planner plans correctly
 // afterwards, on every planner variant (test_exec_spaces.hpp). The portable
 // phases reject it before any rank touches the shared buffer — checked by

@@ -2,7 +2,7 @@
 // enabled execution space, the CUDA specialization on Kokkos::Cuda) against
 // the reference planner (the executable spec): bit-exact plans (dup
 // structures as sets) over a randomized sweep of configurations and the
-// corner cases docs/spec/PLANNING.md singles out.
+// corner cases docs/spec/planning.md singles out.
 #include "catch2_compat.hpp"
 
 #include <string>

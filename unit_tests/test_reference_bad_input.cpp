@@ -1,7 +1,7 @@
-// PLANNING.md "Bad input" at the API level: every rule is rejected with a
-// moonep::InputError whose one-line message names the field (and rank and
-// index where they apply), and nothing is left half done: a valid plan after
-// a rejected one is still right.
+// docs/spec/planning.md "Bad input" at the API level: every rule is rejected
+// with a moonep::InputError whose one-line message names the field (and rank
+// and index where they apply), and nothing is left half done: a valid plan
+// after a rejected one is still right.
 #include "catch2_compat.hpp"
 
 #include <climits>

@@ -1,6 +1,7 @@
-// Plans worked out by hand from PLANNING.md, step by step, in the comments
-// above each case; the expected arrays were written from those derivations,
-// never from running the planner. Each case targets particular rules:
+// Plans worked out by hand from docs/spec/planning.md, step by step, in the
+// comments above each case; the expected arrays were written from those
+// derivations, never from running the planner. Each case targets particular
+// rules:
 //
 //  case 1  R=2 E=4 K=2 S=4 B=1 tp=1  one donor, copy to the receiver, G order
 //                                     across source ranks, dedup incl. a token
@@ -26,8 +27,8 @@
 //                                     donor serves which receiver
 //
 // Notation: tpe[r][e], cum, total, load, balance, z, alloc, acum as in
-// PLANNING.md; NvS = round_up(S*K + 2*epn*(tp-1), tp); dst = d*NvS + loff;
-// src_info = r*NvS + i; a duplicate is stored as -dst-1.
+// docs/spec/planning.md; NvS = round_up(S*K + 2*epn*(tp-1), tp); dst = d*NvS +
+// loff; src_info = r*NvS + i; a duplicate is stored as -dst-1.
 #include "catch2_compat.hpp"
 
 #include <cstdint>
@@ -55,7 +56,8 @@ struct RankExpect {
   DupSets dups;
 };
 
-// The plan's dup rows read as a set (row order may vary, PLANNING.md step 8).
+// The plan's dup rows read as a set (row order may vary, docs/spec/planning.md
+// step 8).
 DupSets dup_sets(const moonep::HostRankPlan& p) {
   DupSets out;
   for (std::size_t row = 0; row + 2 < p.dup_groups.size(); row += 3) {

@@ -1,6 +1,6 @@
 // plan_difference: exact on every output but the dup structures, which are
 // compared as sets of (primary, duplicates in k order) groups because their
-// row order may vary (PLANNING.md step 8).
+// row order may vary (docs/spec/planning.md step 8).
 #include "catch2_compat.hpp"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // Destination rank d's expert computation: Y_d = A_d * W_expert, one GEMM per
 // non-empty group of its receive buffer (Kokkos Kernels, on subviews).
 //
-// Which expert a group is (PLANNING.md step 5): group g < E is expert g
-// (empty when g was picked as a copy somewhere); group E+b is
+// Which expert a group is (docs/spec/planning.md step 5): group g < E is expert
+// g (empty when g was picked as a copy somewhere); group E+b is
 // experts_to_copy[d][b], whose weights d fetched into its copy slot b.
 #pragma once
 

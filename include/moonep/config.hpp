@@ -1,5 +1,5 @@
-// moonep/config.hpp — the shape of one planning problem (PLANNING.md,
-// "The problem") and the quantities derived from it.
+// moonep/config.hpp — the shape of one planning problem
+// (docs/spec/planning.md, "Terms") and the quantities derived from it.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 namespace moonep {
 
-// Limits from PLANNING.md.
+// Limits from docs/spec/planning.md.
 inline constexpr int kMaxRanks = 128;
 inline constexpr int kMaxTopk = 32;
 
@@ -30,7 +30,7 @@ struct Config {
   std::int64_t slots() const;
 };
 
-// Throws InputError naming the first violated rule of PLANNING.md
+// Throws InputError naming the first violated rule of docs/spec/planning.md
 // "Bad input" that concerns the configuration alone.
 void validate(const Config& config);
 

@@ -10,9 +10,9 @@
 namespace moonep {
 
 // Bad input from the caller: a configuration, routing or tokens-per-expert
-// that violates PLANNING.md "Bad input". The message is one line naming the
-// field, rank and index. Thrown before any shared state is touched, so the
-// object that threw stays usable.
+// that violates docs/spec/planning.md "Bad input". The message is one line
+// naming the field, rank and index. Thrown before any shared state is touched,
+// so the object that threw stays usable.
 class InputError : public std::invalid_argument {
  public:
   explicit InputError(const std::string& what) : std::invalid_argument(what) {}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "moonep/config.hpp"
+#include "moonep/impl/plan_fields.hpp"
 
 namespace moonep {
 
@@ -15,20 +16,27 @@ using Routing = std::vector<std::vector<std::int32_t>>;
 // Optional tokens_per_expert of every rank: tpe[r][e].
 using TokensPerExpert = std::vector<std::vector<std::int32_t>>;
 
-// One rank's plan, PLANNING.md "What each rank's plan holds". Arrays are
-// flat, row major. dup_groups and dup_loffs hold only their valid prefixes
-// (dup_counts[0] rows of 3, dup_counts[1] entries).
+// One rank's plan, docs/spec/planning.md "A rank's plan": one flat,
+// row-major vector per output, named and shaped as MOONEP_PLAN_FIELDS
+// (moonep/impl/plan_fields.hpp) says: dst [N], cu_seqlens [E+B],
+// zero_fill_ranges [E+B][2], experts_to_copy [R][B], remote_stats [2],
+// src_info [NvS], dup_groups [dup_counts[0]][3], dup_loffs [dup_counts[1]],
+// dup_counts [2]. dup_groups and dup_loffs hold only their valid prefixes.
 struct HostRankPlan {
-  std::vector<std::int32_t> dst;               // [N]
-  std::vector<std::int32_t> cu_seqlens;        // [E+B]
-  std::vector<std::int32_t> zero_fill_ranges;  // [E+B][2]
-  std::vector<std::int32_t> experts_to_copy;   // [R][B]
-  std::vector<std::int32_t> remote_stats;      // [2]
-  std::vector<std::int32_t> src_info;          // [NvS]
-  std::vector<std::int32_t> dup_groups;        // [dup_counts[0]][3]
-  std::vector<std::int32_t> dup_loffs;         // [dup_counts[1]]
-  std::vector<std::int32_t> dup_counts;        // [2]
+#define MOONEP_HOST_PLAN_MEMBER(name, ...) std::vector<std::int32_t> name;
+  MOONEP_PLAN_FIELDS(MOONEP_HOST_PLAN_MEMBER)
+#undef MOONEP_HOST_PLAN_MEMBER
 };
+
+namespace impl {
+// HostRankPlan's members in the order of kPlanFields.
+inline constexpr std::vector<std::int32_t> HostRankPlan::*kHostPlanMembers[] = {
+#define MOONEP_HOST_PLAN_POINTER(name, ...) &HostRankPlan::name,
+    MOONEP_PLAN_FIELDS(MOONEP_HOST_PLAN_POINTER)
+#undef MOONEP_HOST_PLAN_POINTER
+};
+static_assert(sizeof(kHostPlanMembers) / sizeof(kHostPlanMembers[0]) == kPlanFieldCount);
+}  // namespace impl
 
 struct HostPlan {
   Config config;

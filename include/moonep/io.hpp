@@ -1,7 +1,8 @@
-// moonep/io.hpp — the interchange formats of FORMATS.md: the problem file
-// (a configuration, a routing and optionally tokens_per_expert) and the plan
-// file (one HostPlan). Readers reject anything malformed with one InputError
-// line naming the field, rank and index; writers never leave a partial file.
+// moonep/io.hpp — the interchange formats of docs/spec/formats.md: the problem
+// file (a configuration, a routing and optionally tokens_per_expert) and the
+// plan file (one HostPlan). Readers reject anything malformed with one
+// InputError line naming the field, rank and index; writers never leave a
+// partial file.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@ struct Problem {
 };
 
 // Parses and fully validates a problem (JSON types and ranges, then every
-// PLANNING.md "Bad input" rule through validate_problem). Unknown fields are
-// ignored so that the format can grow. Throws InputError.
+// docs/spec/planning.md "Bad input" rule through validate_problem). Unknown
+// fields are ignored so that the format can grow. Throws InputError.
 Problem parse_problem(const std::string& json_text);
 // Reads and parses a problem file; an unreadable file is an InputError too.
 Problem read_problem_file(const std::string& path);
@@ -44,7 +45,7 @@ Problem parse_problem_file(const std::string& text, const std::string& path);
 std::string problem_to_json(const Problem& problem);
 void write_problem_file(const Problem& problem, const std::string& path);
 
-// Plan file text of FORMATS.md: compact, one rank's plan per line.
+// Plan file text of docs/spec/formats.md: compact, one rank's plan per line.
 std::string plan_to_json(const HostPlan& plan);
 // Parses a plan file and checks every array has the shape its configuration
 // implies (it does not re-plan). Throws InputError.

@@ -1,4 +1,4 @@
-// Configuration checks of PLANNING.md "Bad input" and derived sizes.
+// Configuration checks of docs/spec/planning.md "Bad input" and derived sizes.
 #include "moonep/config.hpp"
 
 #include <climits>
@@ -63,9 +63,9 @@ void validate(const Config& c) {
       << "use fewer tokens or a smaller token_padding";
     fail(m.str());
   }
-  // Not in PLANNING.md's list, but the [R][E+B] tables every rank holds must
-  // stay int32-indexable; a larger B could never be used anyway (at most
-  // E - epn experts are remote to a rank).
+  // Not in docs/spec/planning.md's list, but the [R][E+B] tables every rank
+  // holds must stay int32-indexable; a larger B could never be used anyway (at
+  // most E - epn experts are remote to a rank).
   if (static_cast<std::int64_t>(c.ranks) * (static_cast<std::int64_t>(c.experts) + c.copy_slots) >
       INT32_MAX) {
     m << "ranks*(experts+copy_slots) = " << c.ranks << "*(" << c.experts << "+" << c.copy_slots

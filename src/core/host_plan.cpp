@@ -1,5 +1,6 @@
 // Plan comparison: exact for every output but the dup structures, whose row
-// order may vary (PLANNING.md step 8) and are compared as sets of groups.
+// order may vary (docs/spec/planning.md step 8) and are compared as sets of
+// groups.
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -49,21 +50,12 @@ std::map<std::int32_t, std::vector<std::int32_t>> dup_sets(const HostRankPlan& p
 }  // namespace
 
 std::string plan_difference(const HostRankPlan& a, const HostRankPlan& b) {
-  struct Field {
-    const char* name;
-    const std::vector<std::int32_t> HostRankPlan::*member;
-  };
-  static const Field exact[] = {
-      {"dst", &HostRankPlan::dst},
-      {"cu_seqlens", &HostRankPlan::cu_seqlens},
-      {"zero_fill_ranges", &HostRankPlan::zero_fill_ranges},
-      {"experts_to_copy", &HostRankPlan::experts_to_copy},
-      {"remote_stats", &HostRankPlan::remote_stats},
-      {"src_info", &HostRankPlan::src_info},
-      {"dup_counts", &HostRankPlan::dup_counts},
-  };
-  for (const Field& f : exact) {
-    std::string d = compare_array(f.name, a.*(f.member), b.*(f.member));
+  // Every whole field exactly, in table order; the prefixed ones (the dup
+  // structures, plan_field_table_consistent) as sets below.
+  for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
+    if (impl::kPlanFields[i].held != impl::FieldHeld::whole) continue;
+    const auto member = impl::kHostPlanMembers[i];
+    std::string d = compare_array(impl::kPlanFields[i].name, a.*member, b.*member);
     if (!d.empty()) return d;
   }
   std::string why;

@@ -1,5 +1,5 @@
-// The reference planner: PLANNING.md steps 1-8, serial, for all ranks at
-// once. Each step is a function named after it; the data flow between them
+// The reference planner: docs/spec/planning.md steps 1-8, serial, for all ranks
+// at once. Each step is a function named after it; the data flow between them
 // is spelled out in plan_reference() at the bottom. Clarity over speed.
 #include <algorithm>
 #include <cstdint>
@@ -155,9 +155,9 @@ void destinations(const Config& c, const Routing& routing, const Matrix& cum,
   }
   for (int r = 0; r < R; ++r) {
     std::vector<i64> seen(E, 0);
-    const auto& topk = routing[r];
-    for (i64 i = 0; i < static_cast<i64>(topk.size()); ++i) {
-      const int e = topk[i];
+    const auto& ids = routing[r];
+    for (i64 i = 0; i < static_cast<i64>(ids.size()); ++i) {
+      const int e = ids[i];
       const i64 G = (r > 0 ? cum[r - 1][e] : 0) + seen[e]++;
       int d = 0;
       while (acum[e][d] <= G) ++d;

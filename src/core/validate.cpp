@@ -1,5 +1,5 @@
-// Input checks shared by every backend (PLANNING.md "Bad input"). They run
-// before any planner touches shared state.
+// Input checks shared by every backend (docs/spec/planning.md "Bad input").
+// They run before any planner touches shared state.
 #include <sstream>
 #include <string>
 #include <vector>
@@ -9,11 +9,11 @@
 
 namespace moonep {
 
-std::string rank_input_length_error(const Config& c, int rank, std::int64_t topk_len, bool has_tpe,
+std::string rank_input_length_error(const Config& c, int rank, std::int64_t routing_len, bool has_tpe,
                                     std::int64_t tpe_len) {
   std::ostringstream m;
-  if (topk_len != c.entries()) {
-    m << "routing[" << rank << "] has " << topk_len << " entries, expected tokens*topk = "
+  if (routing_len != c.entries()) {
+    m << "routing[" << rank << "] has " << routing_len << " entries, expected tokens*topk = "
       << c.tokens << "*" << c.topk << " = " << c.entries();
   } else if (has_tpe && tpe_len != c.experts) {
     m << "tokens_per_expert[" << rank << "] has " << tpe_len << " counts, expected experts = "
@@ -22,15 +22,15 @@ std::string rank_input_length_error(const Config& c, int rank, std::int64_t topk
   return m.str();
 }
 
-void validate_rank_input(const Config& c, int rank, const std::int32_t* topk,
-                         std::int64_t topk_len, const std::int32_t* tpe,
+void validate_rank_input(const Config& c, int rank, const std::int32_t* routing,
+                         std::int64_t routing_len, const std::int32_t* tpe,
                          std::int64_t tpe_len) {
-  const std::string length = rank_input_length_error(c, rank, topk_len, tpe != nullptr, tpe_len);
+  const std::string length = rank_input_length_error(c, rank, routing_len, tpe != nullptr, tpe_len);
   if (!length.empty()) throw InputError(length);
   std::ostringstream m;
   std::vector<std::int64_t> counts(tpe ? c.experts : 0, 0);
-  for (std::int64_t i = 0; i < topk_len; ++i) {
-    const std::int32_t e = topk[i];
+  for (std::int64_t i = 0; i < routing_len; ++i) {
+    const std::int32_t e = routing[i];
     if (e < 0 || e >= c.experts) {
       m << "routing[" << rank << "][" << i << "] = " << e << " is not an expert id in [0, "
         << c.experts << ")";

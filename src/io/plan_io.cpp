@@ -1,5 +1,5 @@
-// The plan file of FORMATS.md: writing (one rank's plan per line) and
-// reading back with a check of every array's shape.
+// The plan file of docs/spec/formats.md: writing (one rank's plan per line)
+// and reading back with a check of every array's shape.
 #include <string>
 
 #include "json_reader.hpp"
@@ -13,7 +13,7 @@ namespace moonep {
 namespace {
 
 void expect_length(const std::vector<std::int32_t>& v, std::size_t want, const std::string& path,
-                   const char* rule) {
+                   const std::string& rule) {
   if (v.size() != want) {
     throw InputError(path + " has " + std::to_string(v.size()) + " values, expected " + rule +
                      " = " + std::to_string(want));
@@ -25,7 +25,7 @@ void expect_length(const std::vector<std::int32_t>& v, std::size_t want, const s
 void check_plan_shapes(const HostPlan& plan) {
   const Config& c = plan.config;
   validate(c);
-  const std::size_t R = c.ranks, B = c.copy_slots, groups = c.groups();
+  const std::size_t R = c.ranks;
   if (plan.ranks.size() != R) {
     throw InputError("plans has " + std::to_string(plan.ranks.size()) +
                      " rank plans, expected ranks = " + std::to_string(R));
@@ -33,18 +33,23 @@ void check_plan_shapes(const HostPlan& plan) {
   for (std::size_t r = 0; r < R; ++r) {
     const HostRankPlan& p = plan.ranks[r];
     const std::string at = io::index_path("plans", r) + ".";
-    expect_length(p.dst, c.entries(), at + "dst", "tokens*topk");
-    expect_length(p.cu_seqlens, groups, at + "cu_seqlens", "experts+copy_slots");
-    expect_length(p.zero_fill_ranges, 2 * groups, at + "zero_fill_ranges", "2*(experts+copy_slots)");
-    expect_length(p.experts_to_copy, R * B, at + "experts_to_copy", "ranks*copy_slots");
-    expect_length(p.remote_stats, 2, at + "remote_stats", "two");
-    expect_length(p.src_info, static_cast<std::size_t>(c.slots()), at + "src_info", "slots");
-    expect_length(p.dup_counts, 2, at + "dup_counts", "two");
+    // The whole fields first: dup_counts must be known before the
+    // prefixed fields' lengths are.
+    for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
+      const impl::PlanField& f = impl::kPlanFields[i];
+      if (f.held != impl::FieldHeld::whole) continue;
+      expect_length(p.*impl::kHostPlanMembers[i], static_cast<std::size_t>(impl::field_capacity(f, c)),
+                    at + f.name, impl::field_length_rule(f));
+    }
     if (p.dup_counts[0] < 0 || p.dup_counts[1] < 0)
       throw InputError(at + "dup_counts holds a negative count");
-    expect_length(p.dup_groups, 3 * static_cast<std::size_t>(p.dup_counts[0]), at + "dup_groups",
-                  "3*dup_counts[0]");
-    expect_length(p.dup_loffs, p.dup_counts[1], at + "dup_loffs", "dup_counts[1]");
+    for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
+      const impl::PlanField& f = impl::kPlanFields[i];
+      if (f.held == impl::FieldHeld::whole) continue;
+      expect_length(p.*impl::kHostPlanMembers[i],
+                    static_cast<std::size_t>(impl::field_prefix_values(f, p.dup_counts[0], p.dup_counts[1])),
+                    at + f.name, impl::field_length_rule(f));
+    }
   }
 }
 
@@ -79,20 +84,17 @@ HostRankPlan parse_rank_plan(const io::Json& obj, const std::string& path, const
     throw InputError(path + ".rank: got " + std::to_string(declared) + ", expected " +
                      std::to_string(rank) + " (plans are stored in rank order)");
   }
-  auto rows_field = [&](const char* key, std::size_t cols, const char* expected_row) {
-    return flat_rows(io::require_field(obj, key, path), io::field_path(path, key), cols,
-                     expected_row);
-  };
   HostRankPlan p;
-  p.dst = int_array_field(obj, "dst", path);
-  p.cu_seqlens = int_array_field(obj, "cu_seqlens", path);
-  p.zero_fill_ranges = rows_field("zero_fill_ranges", 2, "an [offset, count] pair");
-  p.experts_to_copy = rows_field("experts_to_copy", c.copy_slots, "one array of expert ids per rank");
-  p.remote_stats = int_array_field(obj, "remote_stats", path);
-  p.src_info = int_array_field(obj, "src_info", path);
-  p.dup_groups = rows_field("dup_groups", 3, "a [primary, start, count] triple");
-  p.dup_loffs = int_array_field(obj, "dup_loffs", path);
-  p.dup_counts = int_array_field(obj, "dup_counts", path);
+  for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
+    const impl::PlanField& f = impl::kPlanFields[i];
+    if (f.shape == impl::FieldShape::list) {
+      p.*impl::kHostPlanMembers[i] = int_array_field(obj, f.name, path);
+    } else {
+      p.*impl::kHostPlanMembers[i] =
+          flat_rows(io::require_field(obj, f.name, path), io::field_path(path, f.name),
+                    static_cast<std::size_t>(impl::field_columns(f, c)), f.row_text);
+    }
+  }
   return p;
 }
 
@@ -109,24 +111,16 @@ void write_plan_json(const HostPlan& plan, io::TextOut& out) {
     const HostRankPlan& p = plan.ranks[r];
     out += r ? ",\n{\"rank\":" : "\n{\"rank\":";
     io::append_int(out, static_cast<std::int64_t>(r));
-    out += ",\"dst\":";
-    io::append_int_array(out, p.dst);
-    out += ",\"cu_seqlens\":";
-    io::append_int_array(out, p.cu_seqlens);
-    out += ",\"zero_fill_ranges\":";
-    io::append_int_rows(out, p.zero_fill_ranges, 2);
-    out += ",\"experts_to_copy\":";
-    io::append_int_rows(out, p.experts_to_copy, c.copy_slots);
-    out += ",\"remote_stats\":";
-    io::append_int_array(out, p.remote_stats);
-    out += ",\"src_info\":";
-    io::append_int_array(out, p.src_info);
-    out += ",\"dup_groups\":";
-    io::append_int_rows(out, p.dup_groups, 3);
-    out += ",\"dup_loffs\":";
-    io::append_int_array(out, p.dup_loffs);
-    out += ",\"dup_counts\":";
-    io::append_int_array(out, p.dup_counts);
+    for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
+      const impl::PlanField& f = impl::kPlanFields[i];
+      out += ",\"";
+      out += f.name;
+      out += "\":";
+      if (f.shape == impl::FieldShape::list)
+        io::append_int_array(out, p.*impl::kHostPlanMembers[i]);
+      else
+        io::append_int_rows(out, p.*impl::kHostPlanMembers[i], static_cast<std::size_t>(impl::field_columns(f, c)));
+    }
     out += "}";
   }
   out += "\n]}\n";

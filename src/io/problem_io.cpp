@@ -1,5 +1,5 @@
-// The problem file of FORMATS.md: reading (with every check of PLANNING.md
-// "Bad input") and writing.
+// The problem file of docs/spec/formats.md: reading (with every check of
+// docs/spec/planning.md "Bad input") and writing.
 #include <string>
 
 #include "json_reader.hpp"

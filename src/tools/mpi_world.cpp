@@ -81,11 +81,13 @@ double timeout_of(const PlanOptions& o, std::string* bad) {
   }
 }
 
-// The flat arrays of a rank's plan, in the order they travel.
-constexpr int kFields = 9;
+// The flat arrays of a rank's plan, in the order they travel (the order
+// of MOONEP_PLAN_FIELDS).
+constexpr int kFields = static_cast<int>(impl::kPlanFieldCount);
 std::array<std::vector<std::int32_t>*, kFields> fields(HostRankPlan& p) {
-  return {&p.dst,        &p.cu_seqlens, &p.zero_fill_ranges, &p.experts_to_copy, &p.remote_stats,
-          &p.src_info,   &p.dup_groups, &p.dup_loffs,        &p.dup_counts};
+  std::array<std::vector<std::int32_t>*, kFields> out{};
+  for (int i = 0; i < kFields; ++i) out[i] = &(p.*impl::kHostPlanMembers[i]);
+  return out;
 }
 
 // Every rank's plan, on rank 0 (in rank order); the others get an empty

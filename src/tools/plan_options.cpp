@@ -59,10 +59,10 @@ std::string plan_usage() {
        moonep-plan [synthetic options] [--output PLAN.json|-] [options]
 
 Plans one MoonEP step: every rank receives exactly tokens*topk routed entries.
-With --input it plans the problem file (FORMATS.md) and writes the plan file.
-Without --input it plans a synthetic step with skewed (lognormal) expert
-popularity and prints a summary: load per rank before and after, max/mean,
-experts copied, padding and time per step.
+With --input it plans the problem file (docs/spec/formats.md) and writes
+the plan file. Without --input it plans a synthetic step with skewed
+(lognormal) expert popularity and prints a summary: load per rank before
+and after, max/mean, experts copied, padding and time per step.
 
 options:
   --input PATH          problem file ("-" reads standard input)
@@ -187,8 +187,8 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       o.seed = to_u64(name, value);
       synthetic_flag = name;
     } else {
-      // Configuration sizes: any int here, the rules of PLANNING.md are
-      // checked by moonep::validate with its own messages.
+      // Configuration sizes: any int here, the rules of docs/spec/planning.md
+      // are checked by moonep::validate with its own messages.
       int* field = name == "--ranks"           ? &c.ranks
                    : name == "--experts"       ? &c.experts
                    : name == "--topk"          ? &c.topk

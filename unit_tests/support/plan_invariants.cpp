@@ -1,6 +1,6 @@
-// The plan invariants of PLANNING.md, checked from the outputs alone. Each
-// check_* function returns "" or one line; check_plan_invariants chains them
-// so the first violation is reported.
+// The plan invariants of docs/spec/planning.md, checked from the outputs alone.
+// Each check_* function returns "" or one line; check_plan_invariants chains
+// them so the first violation is reported.
 #include "support/plan_invariants.hpp"
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // unit_tests/support/plan_invariants.hpp — a checker of everything a plan
-// must satisfy whatever backend produced it, derived from PLANNING.md alone
-// (it never re-runs the planning steps 2-3, whose choices only the
+// must satisfy whatever backend produced it, derived from docs/spec/planning.md
+// alone (it never re-runs the planning steps 2-3, whose choices only the
 // hand-computed cases pin down).
 //
 // Any backend's test can call it: add support/plan_invariants.cpp to the

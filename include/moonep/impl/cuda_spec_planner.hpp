@@ -54,7 +54,7 @@ class CudaSpecPlanner {
         claim_(world),
         exec_(exec),
         planner_(on_device(exec, config_)),
-        topk_(static_cast<std::size_t>(config_.ranks), nullptr),
+        routing_(static_cast<std::size_t>(config_.ranks), nullptr),
         tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(alias(r));
@@ -78,12 +78,12 @@ class CudaSpecPlanner {
     const std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
     if (!why.empty()) throw InputError(why);
     for (int r = 0; r < config_.ranks; ++r) {
-      topk_[r] = routing[r].data();
+      routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
     }
     compat::ProfilingRegion kernel(region_);
     const cudaStream_t stream = exec_.cuda_stream();
-    planner_.plan(topk_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
+    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
     planner_.check(stream);  // waits; InputError from the kernel's checks
     return plan_;
   }
@@ -111,23 +111,17 @@ class CudaSpecPlanner {
     return c;
   }
 
-  // Rank r's plan views over the CUDA planner's output buffers.
+  // Rank r's plan views over the CUDA planner's output buffers: one
+  // pointer per field of MOONEP_PLAN_FIELDS, DeviceRankPlan's members of
+  // the same names (a field the device plan lacks is a compile error).
   RankPlanView<memory_space> alias(int r) const {
-    using P = RankPlanView<memory_space>;
     const cuda::DeviceRankPlan& d = planner_.rank_plan(r);
-    const std::size_t G = static_cast<std::size_t>(config_.groups());
-    const std::size_t NvS = static_cast<std::size_t>(config_.slots());
-    P v(r);
-    v.dst = typename P::vec(d.dst, static_cast<std::size_t>(config_.entries()));
-    v.cu_seqlens = typename P::vec(d.cu_seqlens, G);
-    v.zero_fill_ranges = typename P::pairs(d.zero_fill_ranges, G);
-    v.experts_to_copy = typename P::table(d.experts_to_copy, config_.ranks, config_.copy_slots);
-    v.remote_stats = typename P::vec(d.remote_stats, 2);
-    v.src_info = typename P::vec(d.src_info, NvS);
-    v.dup_groups = typename P::triples(d.dup_groups, NvS);
-    v.dup_loffs = typename P::vec(d.dup_loffs, NvS);
-    v.dup_counts = typename P::vec(d.dup_counts, 2);
-    return v;
+    std::int32_t* const by_field[] = {
+#define MOONEP_DEVICE_PLAN_POINTER(name, ...) d.name,
+        MOONEP_PLAN_FIELDS(MOONEP_DEVICE_PLAN_POINTER)
+#undef MOONEP_DEVICE_PLAN_POINTER
+    };
+    return RankPlanView<memory_space>::over(config_, r, [&](std::size_t i) { return by_field[i]; });
   }
 
   Config config_;
@@ -135,7 +129,7 @@ class CudaSpecPlanner {
   WorldClaim<world_type> claim_;
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
-  std::vector<const std::int32_t*> topk_, tpe_;
+  std::vector<const std::int32_t*> routing_, tpe_;
   std::string region_;
   plan_type plan_;
 };

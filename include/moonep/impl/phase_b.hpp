@@ -1,5 +1,6 @@
-// moonep/impl/phase_b.hpp — Phase B, run by rank 0's process: PLANNING.md
-// steps 1-5 for all ranks in four kernels, and the tables every rank needs.
+// moonep/impl/phase_b.hpp — Phase B, run by rank 0's process:
+// docs/spec/planning.md steps 1-5 for all ranks in four kernels, and the tables
+// every rank needs.
 //
 // Input: every rank's tokens-per-expert in rank 0's chunk (tpe_in, Phase A).
 // Output: in rank 0's chunk, the shared tables (expert_ptr, experts_to_copy

@@ -72,7 +72,7 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const Input
       "moonep::portable::phaseC2_destinations_dedup",
       typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * S), KOKKOS_LAMBDA(const std::int64_t ls) {
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
-        const std::int32_t* topk = routing(l).at;
+        const std::int32_t* ids = routing(l).at;
         const std::int32_t* shared = shared_tables(l).at;
         const std::int32_t* cum = chunk(l).at + ow_cum;
         const std::int64_t src_base = static_cast<std::int64_t>(rank(l)) * NvS;
@@ -81,7 +81,7 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const Input
         const std::int64_t first = s * K;
         for (int k = 0; k < K; ++k) {
           const std::int64_t i = first + k;
-          const std::int32_t e = topk[i];
+          const std::int32_t e = ids[i];
           const std::int32_t j = pos(l * N + i);
           const std::int64_t G = cum[e] + (j - estart(l * E + e));
           // First pair of e whose acum exceeds G.

@@ -42,35 +42,24 @@ template <class Exec>
 struct PlanStore {
   using T = Types<Exec>;
   using Mem = typename T::mem;
-  std::int64_t N = 0, G = 0, RB = 0, NvS = 0;
-  int R = 1, B = 1;
-  typename T::ivec dst;         // [L][N]
-  typename T::ivec cu;          // [L][G]
-  typename T::ivec zfr;         // [L][G][2]
-  typename T::ivec etc;         // [L][R][B]
-  typename T::ivec rs;          // [L][2]
-  typename T::ivec src_info;    // [L][NvS]
-  typename T::ivec dup_groups;  // [L][NvS][3]
-  typename T::ivec dup_loffs;   // [L][NvS]
-  typename T::ivec dup_counts;  // [L][2]
+  Config config;
+  // One flat [L][capacity] view per plan field (MOONEP_PLAN_FIELDS), named
+  // as the field.
+#define MOONEP_PLAN_STORE_MEMBER(name, ...) typename T::ivec name;
+  MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_MEMBER)
+#undef MOONEP_PLAN_STORE_MEMBER
   typename T::lvec rank_prefix;  // [L+1] packed counts before each rank's first slot (and in all)
   typename T::ivec dgroup;       // [L][NvS] primaries before a primary (device: over all ranks)
   typename T::ivec dstart;       // [L][NvS] duplicates before a primary (device: over all ranks)
 
   PlanStore() = default;
-  PlanStore(const Config& c, int L) : N(c.entries()), G(c.groups()), NvS(c.slots()), R(c.ranks), B(c.copy_slots) {
-    RB = static_cast<std::int64_t>(R) * B;
+  PlanStore(const Config& c, int L) : config(c) {
+    const std::int64_t NvS = c.slots();
     const std::string p = "moonep::portable::plan.";
     const auto n = [L](std::int64_t per_rank) { return static_cast<std::size_t>(L * per_rank); };
-    dst = compat::uninitialized_view<typename T::ivec>(p + "dst", n(N));
-    cu = typename T::ivec(p + "cu_seqlens", n(G));
-    zfr = typename T::ivec(p + "zero_fill_ranges", n(2 * G));
-    etc = typename T::ivec(p + "experts_to_copy", n(RB));
-    rs = typename T::ivec(p + "remote_stats", n(2));
-    src_info = compat::uninitialized_view<typename T::ivec>(p + "src_info", n(NvS));
-    dup_groups = compat::uninitialized_view<typename T::ivec>(p + "dup_groups", n(3 * NvS));
-    dup_loffs = compat::uninitialized_view<typename T::ivec>(p + "dup_loffs", n(NvS));
-    dup_counts = typename T::ivec(p + "dup_counts", n(2));
+#define MOONEP_PLAN_STORE_ALLOC(name, ...) allocate(name, kPlanFields[plan_field_index::name], c, L, p);
+    MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_ALLOC)
+#undef MOONEP_PLAN_STORE_ALLOC
     rank_prefix = typename T::lvec(p + "rank_prefix", static_cast<std::size_t>(L) + 1);
     dgroup = compat::uninitialized_view<typename T::ivec>(p + "dgroup", n(NvS));
     dstart = compat::uninitialized_view<typename T::ivec>(p + "dstart", n(NvS));
@@ -78,22 +67,21 @@ struct PlanStore {
 
   // Local rank l's plan (world rank `rank`) as unmanaged views of the store.
   RankPlanView<Mem> view(int l, int rank) const {
-    using P = RankPlanView<Mem>;
     const std::size_t ul = static_cast<std::size_t>(l);
-    const auto at = [ul](const typename T::ivec& v, std::int64_t per_rank) {
-      return v.data() + ul * static_cast<std::size_t>(per_rank);
+    const typename T::ivec* by_field[] = {
+#define MOONEP_PLAN_STORE_REF(name, ...) &name,
+        MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_REF)
+#undef MOONEP_PLAN_STORE_REF
     };
-    P v(rank);
-    v.dst = typename P::vec(at(dst, N), N);
-    v.cu_seqlens = typename P::vec(at(cu, G), G);
-    v.zero_fill_ranges = typename P::pairs(at(zfr, 2 * G), G);
-    v.experts_to_copy = typename P::table(at(etc, RB), R, B);
-    v.remote_stats = typename P::vec(at(rs, 2), 2);
-    v.src_info = typename P::vec(at(src_info, NvS), NvS);
-    v.dup_groups = typename P::triples(at(dup_groups, 3 * NvS), NvS);
-    v.dup_loffs = typename P::vec(at(dup_loffs, NvS), NvS);
-    v.dup_counts = typename P::vec(at(dup_counts, 2), 2);
-    return v;
+    return RankPlanView<Mem>::over(config, rank, [&](std::size_t i) {
+      return by_field[i]->data() + ul * static_cast<std::size_t>(field_capacity(kPlanFields[i], config));
+    });
+  }
+
+ private:
+  static void allocate(typename T::ivec& v, const PlanField& f, const Config& c, int L, const std::string& prefix) {
+    const std::size_t n = static_cast<std::size_t>(L * field_capacity(f, c));
+    v = f.zeroed ? typename T::ivec(prefix + f.name, n) : compat::uninitialized_view<typename T::ivec>(prefix + f.name, n);
   }
 };
 
@@ -107,7 +95,7 @@ struct CopyTables {
   std::int64_t G, RB, ow_cu, ow_zfr, ow_rs, sh_etc, width_;
 
   CopyTables(const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out)
-      : cu(out.cu), zfr(out.zfr), etc(out.etc), rs(out.rs), chunk(lr.chunk), shared_tables(lr.shared_tables),
+      : cu(out.cu_seqlens), zfr(out.zero_fill_ranges), etc(out.experts_to_copy), rs(out.remote_stats), chunk(lr.chunk), shared_tables(lr.shared_tables),
         G(CL.E + CL.B), RB(static_cast<std::int64_t>(CL.R) * CL.B), ow_cu(CL.own + CL.ow_cu),
         ow_zfr(CL.own + CL.ow_zfr), ow_rs(CL.own + CL.ow_rs), sh_etc(CL.sh_etc) {
     width_ = G > RB ? G : RB;

@@ -105,12 +105,12 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
         "moonep::portable::validate_histogram", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
         KOKKOS_LAMBDA(const std::int64_t lb, std::int64_t& nbad) {
           const std::int64_t l = lb / nb, b = lb % nb;
-          const std::int32_t* topk = routing(l).at;
+          const std::int32_t* ids = routing(l).at;
           std::int32_t* h = hist.data() + l * E * nb + b;  // h[e * nb] counts expert e
           for (int e = 0; e < E; ++e) h[e * nb] = 0;
           const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
           for (std::int64_t i = b * len; i < end; ++i) {
-            const std::int32_t e = topk[i];
+            const std::int32_t e = ids[i];
             if (e < 0 || e >= E) {
               ++nbad;
             } else {
@@ -126,7 +126,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
     Kokkos::parallel_reduce(
         "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team, std::int64_t& nbad) {
           const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
-          const std::int32_t* topk = routing(l).at;
+          const std::int32_t* ids = routing(l).at;
           typename T::scratch_i32 h(team.team_scratch(level), E);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
           team.team_barrier();
@@ -135,7 +135,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, begin, end),
               [&](const std::int64_t i, std::int64_t& acc) {
-                const std::int32_t e = topk[i];
+                const std::int32_t e = ids[i];
                 if (e < 0 || e >= E) {
                   ++acc;
                 } else {
@@ -258,11 +258,11 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
         "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
         KOKKOS_LAMBDA(const std::int64_t lb) {
           const std::int64_t l = lb / nb, b = lb % nb;
-          const std::int32_t* topk = routing(l).at;
+          const std::int32_t* ids = routing(l).at;
           std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
           const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
           const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
-          for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[topk[i] * nb]++ - rank_start;
+          for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[ids[i] * nb]++ - rank_start;
         });
   } else {
     int level = 0;
@@ -272,9 +272,9 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
         "moonep::portable::phaseC1_stable_scatter", policy, KOKKOS_LAMBDA(const member& team) {
           const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
           const std::int64_t begin = b * len, n = (b + 1) * len < N ? len : N - begin;
-          const std::int32_t* topk = routing(l).at + begin;
+          const std::int32_t* ids = routing(l).at + begin;
           typename T::scratch_i32 block(team.team_scratch(level), len);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = topk[t]; });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = ids[t]; });
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) {
             const std::int32_t e = block(t);

@@ -1,7 +1,7 @@
 // moonep/impl/portable_planner.hpp — the portable path of moonep::Planner
 // (moonep/planner.hpp): the ranks plan their step with Kokkos kernels over
 // a World (moonep/world.hpp), exchanging only what the seed exchanges
-// (docs/spec/PLANNING.md, "How the seed runs it"):
+// (docs/spec/planning.md, "How the original GPU planner runs a step"):
 //
 //   validate   host facts (rank arrays, lengths), then every local rank's
 //              expert histogram (= tokens per expert) and checks;
@@ -167,14 +167,14 @@ class PortablePlanner {
   // The exact message of validate_rank_input for local rank li, computed
   // on the host (only on the failure path, so the copies do not matter);
   // "" if the rank's input is fine.
-  std::string host_message(std::size_t li, const input_view& topk, const input_view* tpe) const {
-    const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_topk =
-        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), topk);
+  std::string host_message(std::size_t li, const input_view& routing, const input_view* tpe) const {
+    const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_routing =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), routing);
     Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_tpe;
     if (tpe) h_tpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *tpe);
     try {
-      validate_rank_input(config_, world_.local_ranks()[li], h_topk.data(),
-                          static_cast<std::int64_t>(h_topk.extent(0)), tpe ? h_tpe.data() : nullptr,
+      validate_rank_input(config_, world_.local_ranks()[li], h_routing.data(),
+                          static_cast<std::int64_t>(h_routing.extent(0)), tpe ? h_tpe.data() : nullptr,
                           tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0);
     } catch (const InputError& e) {
       return e.what();

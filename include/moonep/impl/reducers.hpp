@@ -1,6 +1,6 @@
 // moonep/impl/reducers.hpp — arg-max/arg-min reducers with the exact
-// tie-breaks of PLANNING.md. Kokkos' MaxLoc/MinLoc do not promise which
-// index wins a tie, so steps 2-4 use these instead.
+// tie-breaks of docs/spec/planning.md. Kokkos' MaxLoc/MinLoc do not promise
+// which index wins a tie, so steps 2-4 use these instead.
 #pragma once
 
 #include <cstdint>
