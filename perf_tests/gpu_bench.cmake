@@ -1,11 +1,11 @@
 # moonep_gpu_bench: time per planning step of the CUDA planner (virtual
 # ranks on one GPU), stream and CUDA-graph launches, against the floor of an
-# empty cooperative launch of the same grid. See README_GPU.md.
+# empty cooperative launch of the same grid. See README.md.
 add_executable(moonep_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_bench.cu)
 target_link_libraries(moonep_gpu_bench PRIVATE moonep moonep_cuda_bench CUDA::cudart)
 moonep_perf_csv(moonep_gpu_bench)
 
 # moonep_warp_latency: cycles per step of the warp primitives the kernels
-# use (a probe for kernel design; README_GPU.md quotes it).
+# use (a probe for kernel design; docs/design/cuda_planner.md explains).
 add_executable(moonep_warp_latency ${CMAKE_CURRENT_LIST_DIR}/warp_latency.cu)
 target_link_libraries(moonep_warp_latency PRIVATE CUDA::cudart)

@@ -104,12 +104,12 @@ class Planner {
   Planner& operator=(const Planner&) = delete;
 
   // Enqueues one planning step on `stream` (asynchronous, no host sync).
-  // d_topk[r]: device pointer to rank r's S*K expert ids. d_tpe: null, or an
+  // d_routing[r]: device pointer to rank r's S*K expert ids. d_tpe: null, or an
   // array of R device pointers (each may be null) to tokens_per_expert[r];
   // given counts are checked in the kernel. The pointer arrays are host
   // arrays and are read during the call only. Errors found in the kernel
   // (bad expert id, tokens_per_expert mismatch) surface in check().
-  void plan(const std::int32_t* const* d_topk, const std::int32_t* const* d_tpe,
+  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe,
             cudaStream_t stream);
 
   // Waits for `stream` and throws InputError naming rank and index if the

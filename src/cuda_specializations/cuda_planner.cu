@@ -146,23 +146,23 @@ using impl::launch_cooperative;
 namespace {
 // Every rank's routing pointers (and given counts) into the launch
 // parameters, each checked first: a null one throws before any is taken.
-void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_topk,
+void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_routing,
                   const std::int32_t* const* d_tpe, const char* who) {
-  if (!d_topk) throw InputError(std::string(who) + ": d_topk is null");
+  if (!d_routing) throw InputError(std::string(who) + ": d_routing is null");
   for (int r = 0; r < R; ++r) {
-    if (!d_topk[r]) throw InputError(std::string(who) + ": d_topk[" + std::to_string(r) + "] is null");
+    if (!d_routing[r]) throw InputError(std::string(who) + ": d_routing[" + std::to_string(r) + "] is null");
   }
   for (int r = 0; r < R; ++r) {
-    p.topk[r] = d_topk[r];
+    p.topk[r] = d_routing[r];
     p.tpe[r] = d_tpe ? d_tpe[r] : nullptr;
   }
 }
 }  // namespace
 
-void Planner::plan(const std::int32_t* const* d_topk, const std::int32_t* const* d_tpe,
+void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe,
                    cudaStream_t stream) {
   State& s = *s_;
-  take_routing(s.params, s.config.ranks, d_topk, d_tpe, "moonep::cuda::Planner::plan");
+  take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::Planner::plan");
   for (int r = 0; r < s.config.ranks; ++r) {
     s.last_topk[r] = s.params.topk[r];
     s.last_tpe[r] = s.params.tpe[r];
