@@ -16,6 +16,11 @@
 #                       moonep-plan. Skipped, with a message, when the Kokkos
 #                       CUDA tarball is not there (KOKKOS_CUDA_TARBALL=...).
 #
+#   mpi/bin, mpi/lib, openmpi/
+#                       build-gpu-mpi: the same with MPI, test_gpu_world_mpi
+#                       (one process per rank), and Debian's Open MPI runtime
+#                       relocated (bundle_openmpi.sh; MOONEP_BUNDLE_MPI=0: none).
+#
 # lib/ holds every shared library ldd resolves except glibc's own and
 # libcuda (the driver), libcudart.so.13 included; run.sh runs a program with
 # LD_LIBRARY_PATH set; gpu_checks.sh is the one script to run on the device.
@@ -83,6 +88,19 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else
   echo "bundle_gpu.sh: $KOKKOS_CUDA_TARBALL not found; bundling without the Kokkos-CUDA build" >&2
+fi
+
+# ---- build 3: the GPU world with one MPI process per rank, and Debian's
+# Open MPI runtime to run it with (the GPU machine has no MPI); skipped with
+# MOONEP_BUNDLE_MPI=0 or without Debian's Open MPI ----
+if [ "${MOONEP_BUNDLE_MPI:-1}" = 1 ] && [ -x /usr/bin/orterun ]; then
+  MBUILD=${MPI_BUILD_DIR:-$ROOT/build-gpu-mpi}
+  cmake -S "$ROOT" -B "$MBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
+    -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=OFF -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
+  cmake --build "$MBUILD" -j"$JOBS" --target test_gpu_world_mpi
+  collect "$MBUILD" "$BUNDLE/mpi" test_gpu_world_mpi
+  bash "$ROOT/scripts/bundle_openmpi.sh" "$BUNDLE/openmpi"
 fi
 
 cp "$ROOT/scripts/gpu_checks.sh" "$ROOT/scripts/gpu_world_multi.sh" "$BUNDLE/"

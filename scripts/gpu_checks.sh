@@ -68,6 +68,14 @@ else
   SUMMARY+=("$(printf '%-22s %-14s' sanitizer 'not installed')")
 fi
 
+# One process per rank under the bundled Open MPI: 2 and 4 processes on
+# this GPU, each its own context.
+if [ -x "$HERE/mpi/bin/test_gpu_world_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
+  for np in 2 4; do
+    step "world_mpi_np$np" 120 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+      LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_mpi' --durations yes"
+  done
+fi
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
 if [ -x "$HERE/bin/moonep-plan" ]; then

@@ -147,3 +147,19 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
     EXPECT_RC 1 EXPECT_STDERR "cannot write plan file"
     OUTPUT ${_work}/output_dir_missing/no/plan.json OUTPUT_MODE absent)
 endif()
+
+# ---- The GPU world with one MPI process per rank, under mpirun (2 and 4
+# processes; on one GPU each process has its own context).
+if(MoonEP_HAVE_CUDA)
+  add_executable(test_gpu_world_mpi test_gpu_world_mpi.cpp test_cuda_main.cpp)
+  target_link_libraries(test_gpu_world_mpi PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
+  target_compile_definitions(test_gpu_world_mpi PRIVATE MOONEP_TEST_WITH_MPI)
+  target_include_directories(test_gpu_world_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+  foreach(np 2 4)
+    add_test(NAME test_gpu_world_mpi_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
+                     $<TARGET_FILE:test_gpu_world_mpi> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(test_gpu_world_mpi_np${np} PROPERTIES TIMEOUT 300 PROCESSORS ${np} LABELS mpi
+                         SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
+  endforeach()
+endif()

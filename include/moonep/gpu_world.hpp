@@ -13,7 +13,9 @@
 // One process holds the world over a list of devices in which a device may
 // repeat: {0, 1, 2, 3} is a rank per GPU, {0, 0, 0, 0} four ranks on one
 // GPU, each with its own allocation, stream and launch (how one GPU tests
-// the protocol). One process per GPU over MPI is not built yet.
+// the protocol). Or one process per rank, under MPI
+// (moonep/gpu_world_mpi.hpp): each process creates its own rank's chunk
+// and imports the others' (file descriptors handed over a Unix socket).
 //
 // No hang: every wait for another rank is bounded (WorldOptions::
 // timeout_s). A rank whose launch never comes makes check() throw a
@@ -36,6 +38,10 @@
 #include "moonep/host_plan.hpp"
 
 namespace moonep::cuda {
+namespace impl {
+struct WorldPeers;    // the processes of a world with one process per rank
+struct WorldFactory;  // builds such a world (moonep/gpu_world_mpi.hpp)
+}
 
 struct WorldOptions {
   // Blocks of each rank's launch; lowered until the launches of all ranks
@@ -64,8 +70,11 @@ class GpuWorld {
 
   const Config& config() const;
   int ranks() const;
-  int device(int rank) const;
-  cudaStream_t stream(int rank) const;  // the rank's own stream, on its device
+  int device(int rank) const;           // -1 for another process's rank
+  cudaStream_t stream(int rank) const;  // a rank of this process: its own stream, on its device
+  // With one process per rank (make_mpi_gpu_world): this process's rank;
+  // -1 when this process holds every rank.
+  int process_rank() const;
   Kernel kernel() const;
   int blocks_per_rank() const;
   bool system_scope() const;
@@ -74,13 +83,16 @@ class GpuWorld {
   // rank's device): its routing (S*K expert ids in device memory) and
   // optionally its tokens_per_expert (null: not checked). Asynchronous.
   void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream);
-  // Every rank's part on its own stream, forked from `origin` and joined
-  // back into it (events), so that capturing `origin` into a CUDA graph
-  // gives one graph with a kernel node per rank. `origin` is a stream of
-  // rank 0's device (null: its legacy default stream). d_tpe may be null.
+  // Every rank's part of this process on its own stream, forked from
+  // `origin` and joined back into it (events), so that capturing `origin`
+  // into a CUDA graph gives one graph with a kernel node per rank.
+  // `origin` is a stream of this process's first rank's device (null: its
+  // legacy default stream). d_routing (and d_tpe, which may be null) are
+  // indexed by rank; only this process's entries are read.
   void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin);
 
-  // Waits for every rank's stream, then throws for the step if any rank
+  // Waits for every rank's stream (with one process per rank: every
+  // process calls it, collectively), then throws for the step if any rank
   // failed: InputError naming the lowest bad rank and entry, RuntimeError
   // naming the ranks that did not arrive and the waits that timed out. The
   // world is usable afterwards (after a timeout it resets its counters).
@@ -93,6 +105,9 @@ class GpuWorld {
 
  private:
   friend struct impl::PlannerAccess;
+  friend struct impl::WorldFactory;
+  // One rank of a world of one process per rank, over `peers`.
+  GpuWorld(const Config& config, int device, std::unique_ptr<impl::WorldPeers> peers, const WorldOptions& options);
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -20,3 +20,6 @@
 #include "moonep/cuda_planner.hpp"
 #include "moonep/gpu_world.hpp"
 #endif
+#if MOONEP_HAVE_CUDA && MOONEP_HAVE_MPI
+#include "moonep/gpu_world_mpi.hpp"
+#endif

@@ -3,7 +3,10 @@
 // world-wide status check (bad input, ranks that never came, reset).
 #include <cuda.h>  // driver API types only: the functions come through cudaGetDriverEntryPoint*
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <string>
@@ -13,6 +16,7 @@
 #include "launch_setup.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
+#include "world_peers.hpp"
 
 namespace moonep::cuda {
 namespace {
@@ -33,6 +37,8 @@ struct Vmm {
   decltype(&::cuMemUnmap) unmap = nullptr;
   decltype(&::cuMemSetAccess) set_access = nullptr;
   decltype(&::cuGetErrorString) error_string = nullptr;
+  decltype(&::cuMemExportToShareableHandle) export_handle = nullptr;
+  decltype(&::cuMemImportFromShareableHandle) import_handle = nullptr;
 
   template <class F>
   static void find(F& fn, const char* name) {
@@ -58,6 +64,8 @@ struct Vmm {
     find(unmap, "cuMemUnmap");
     find(set_access, "cuMemSetAccess");
     find(error_string, "cuGetErrorString");
+    find(export_handle, "cuMemExportToShareableHandle");
+    find(import_handle, "cuMemImportFromShareableHandle");
   }
   void ok(CUresult r, const char* what) const {
     if (r == CUDA_SUCCESS) return;
@@ -96,7 +104,9 @@ std::string ranks_text(const std::vector<int>& ranks) {
 struct GpuWorld::State {
   Config config;
   WorldOptions options;
-  std::vector<int> devices;
+  std::vector<int> devices;               // per rank; -1 for another process's rank
+  std::vector<int> local;                 // the ranks this process launches
+  std::unique_ptr<impl::WorldPeers> peers;  // null: this process holds every rank
   impl::LaunchChoice choice;
   impl::KernelParams base{};              // what every rank's launch shares
   std::vector<impl::KernelParams> params;  // per rank: its bases, status, routing
@@ -105,31 +115,55 @@ struct GpuWorld::State {
   std::size_t chunk_bytes = 0;
   std::vector<CUmemGenericAllocationHandle> handles;
   std::size_t mapped = 0;                 // chunks mapped so far (for the destructor)
-  std::vector<cudaStream_t> streams;
-  std::vector<cudaEvent_t> joined;        // per rank: its part of the step done
-  cudaEvent_t forked = nullptr;           // on rank 0's device: `origin` reached the step
-  std::vector<impl::DeviceStatus*> status;       // per rank, on its device
-  impl::DeviceStatus* host_status = nullptr;     // [R], pinned
+  std::vector<cudaStream_t> streams;      // per local rank (indexed by rank)
+  std::vector<cudaEvent_t> joined;        // per local rank: its part of the step done
+  cudaEvent_t forked = nullptr;           // on the first local rank's device: `origin` reached the step
+  std::vector<impl::DeviceStatus*> status;       // per local rank, on its device
+  std::vector<impl::DeviceStatus> host_status;   // per rank, after check() gathered them
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_routing, last_tpe;
   unsigned steps = 0;  // steps every rank finished since the last reset (= each rank's epoch)
 
   std::int32_t* chunk(int r) const { return reinterpret_cast<std::int32_t*>(va + static_cast<std::size_t>(r) * chunk_bytes); }
+  bool is_local(int r) const { return std::find(local.begin(), local.end(), r) != local.end(); }
+
+  void build(const Config& config, const WorldOptions& options, const char* who);
 
   ~State() {
     for (std::size_t r = 0; r < streams.size(); ++r) {
       if (streams[r]) cudaStreamSynchronize(streams[r]);
     }
-    for (auto* st : status) cudaFree(st);
-    for (auto e : joined) cudaEventDestroy(e);
+    for (auto* st : status) if (st) cudaFree(st);
+    for (auto e : joined) if (e) cudaEventDestroy(e);
     if (forked) cudaEventDestroy(forked);
-    for (auto st : streams) cudaStreamDestroy(st);
-    if (host_status) cudaFreeHost(host_status);
+    for (auto st : streams) if (st) cudaStreamDestroy(st);
     for (std::size_t r = 0; r < mapped; ++r) vmm.unmap(va + r * chunk_bytes, chunk_bytes);
-    for (auto h : handles) vmm.release(h);
+    for (auto h : handles) if (h) vmm.release(h);
     if (va) vmm.address_free(va, chunk_bytes * devices.size());
   }
 };
+
+namespace {
+
+void check_world_options(const WorldOptions& options, const char* who) {
+  if (options.blocks_per_rank < 1) {
+    throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
+  }
+  impl::timeout_ns_of(options.timeout_s, who);
+  std::string why;
+  if (!device_available(&why)) throw RuntimeError(std::string(who) + ": " + why);
+}
+
+void check_device(int device, int rank, const char* who) {
+  int ndev = 0;
+  check_cuda(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
+  if (device < 0 || device >= ndev) {
+    throw InputError(std::string(who) + ": device " + std::to_string(device) + " of rank " + std::to_string(rank) +
+                     " does not exist (" + std::to_string(ndev) + " visible)");
+  }
+}
+
+}  // namespace
 
 GpuWorld::GpuWorld(const Config& config, const std::vector<int>& devices, const WorldOptions& options)
     : s_(std::make_unique<State>()) {
@@ -140,127 +174,202 @@ GpuWorld::GpuWorld(const Config& config, const std::vector<int>& devices, const 
     throw InputError(std::string(who) + ": " + std::to_string(devices.size()) + " devices given for " +
                      std::to_string(R) + " ranks (one device per rank; a device may repeat)");
   }
-  if (options.blocks_per_rank < 1) {
-    throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
+  check_world_options(options, who);
+  for (int r = 0; r < R; ++r) check_device(devices[r], r, who);
+  s_->devices = devices;
+  for (int r = 0; r < R; ++r) s_->local.push_back(r);
+  s_->build(config, options, who);
+}
+
+GpuWorld::GpuWorld(const Config& config, int device, std::unique_ptr<impl::WorldPeers> peers,
+                   const WorldOptions& options)
+    : s_(std::make_unique<State>()) {
+  const char* who = "moonep::cuda::GpuWorld (one process per rank)";
+  validate(config);
+  if (peers->size() != config.ranks) {
+    throw InputError(std::string(who) + ": " + std::to_string(peers->size()) + " processes for " +
+                     std::to_string(config.ranks) + " ranks (one process per rank)");
   }
-  const unsigned long long timeout_ns = impl::timeout_ns_of(options.timeout_s, who);
-  std::string why;
-  if (!device_available(&why)) throw RuntimeError(std::string(who) + ": " + why);
-  int ndev = 0;
-  check_cuda(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
-  for (int r = 0; r < R; ++r) {
-    if (devices[r] < 0 || devices[r] >= ndev) {
-      throw InputError(std::string(who) + ": device " + std::to_string(devices[r]) + " of rank " +
-                       std::to_string(r) + " does not exist (" + std::to_string(ndev) + " visible)");
-    }
-  }
-  const std::set<int> distinct(devices.begin(), devices.end());
-  for (int a : distinct) {
-    for (int b : distinct) {
-      int can = 1;
-      if (a != b) check_cuda(cudaDeviceCanAccessPeer(&can, a, b), "cudaDeviceCanAccessPeer");
-      if (!can) {
-        throw RuntimeError(std::string(who) + ": device " + std::to_string(a) + " cannot access device " +
-                           std::to_string(b) + "'s memory (no peer access): its ranks cannot meet");
+  check_world_options(options, who);
+  check_device(device, peers->rank(), who);
+  s_->devices.assign(static_cast<std::size_t>(config.ranks), -1);
+  s_->devices[peers->rank()] = device;
+  s_->local.push_back(peers->rank());
+  s_->peers = std::move(peers);
+  s_->build(config, options, who);
+}
+
+// Everything after the checks, for both ways of holding a world: the
+// launch choice (agreed between processes), the chunks (this process's
+// created, the others' imported), the mapping, each local rank's stream,
+// status and launch parameters.
+void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const char* who) {
+  config = cfg;
+  options = opts;
+  const int R = config.ranks;
+  std::set<int> here;  // this process's devices
+  for (int r : local) here.insert(devices[r]);
+  if (!peers) {
+    for (int a : here) {
+      for (int b : here) {
+        int can = 1;
+        if (a != b) check_cuda(cudaDeviceCanAccessPeer(&can, a, b), "cudaDeviceCanAccessPeer");
+        if (!can) {
+          throw RuntimeError(std::string(who) + ": device " + std::to_string(a) + " cannot access device " +
+                             std::to_string(b) + "'s memory (no peer access): its ranks cannot meet");
+        }
       }
     }
   }
-
-  State& s = *s_;
-  s.config = config;
-  s.options = options;
-  s.devices = devices;
-  // Every rank's launch is chosen alike, for the device that holds the
-  // most ranks (their blocks must all be resident there at once).
-  int busiest = devices[0], most = 0;
-  for (int d : distinct) {
-    const int n = static_cast<int>(std::count(devices.begin(), devices.end(), d));
+  // Every rank's launch is the same kernel with the same blocks (the
+  // counters count R*bpr arrivals), chosen for the device that holds the
+  // most of this process's ranks (their blocks must all be resident there
+  // at once). Processes agree on the smallest blocks per rank any of them
+  // can run, with rank 0's kernel. (A world of different GPU models would
+  // need the choice per device.)
+  int busiest = devices[local[0]], most = 0;
+  for (int d : here) {
+    int n = 0;
+    for (int r : local) n += devices[r] == d ? 1 : 0;
     if (n > most) most = n, busiest = d;
   }
   {
-    // (A world of different GPU models would need the choice per device;
-    // every rank's launch must be the same kernel with the same layouts.)
     DeviceScope on(busiest);
-    s.choice = impl::choose_launch(config, Options{options.blocks_per_rank, options.kernel}, busiest, most, who);
+    choice = impl::choose_launch(config, Options{options.blocks_per_rank, options.kernel}, busiest, most, who);
+    if (peers) {
+      const int mine[2] = {choice.bpr, static_cast<int>(choice.kernel)};
+      std::vector<int> all(2 * static_cast<std::size_t>(R));
+      peers->allgather(mine, sizeof mine, all.data());
+      int bpr = choice.bpr;
+      for (int r = 0; r < R; ++r) bpr = std::min(bpr, all[2 * r]);
+      const Kernel kernel = static_cast<Kernel>(all[1]);
+      if (bpr != choice.bpr || kernel != choice.kernel) {
+        choice = impl::choose_launch(config, Options{bpr, kernel}, busiest, most, who);
+      }
+      if (choice.bpr != bpr) {
+        throw RuntimeError(std::string(who) + ": the processes' devices cannot run the same launch (" +
+                           std::to_string(bpr) + " blocks per rank of the " + kernel_name(kernel) + " kernel)");
+      }
+    }
   }
-  impl::KernelParams& p = s.base;
-  impl::fill_params(p, config, s.choice);
+  impl::KernelParams& p = base;
+  impl::fill_params(p, config, choice);
 
   // One chunk per rank: [symmetric | scratch | outputs], rounded to the
-  // allocation granularity of every device.
+  // allocation granularity of this process's devices.
   std::size_t gran = 1;
-  for (int d : distinct) {
+  for (int d : here) {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = d;
     std::size_t g = 0;
-    s.vmm.ok(s.vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity");
+    vmm.ok(vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity");
     gran = std::max(gran, g);
   }
   const std::size_t words = static_cast<std::size_t>(p.sym.words + p.loc.words + p.out.words);
-  s.chunk_bytes = (words * 4 + gran - 1) / gran * gran;
-  s.vmm.ok(s.vmm.reserve(&s.va, s.chunk_bytes * R, gran, 0, 0), "cuMemAddressReserve (the symmetric buffer)");
-  for (int r = 0; r < R; ++r) {
+  chunk_bytes = (words * 4 + gran - 1) / gran * gran;
+  if (peers) {
+    // Every process must map the same chunk size.
+    const unsigned long long mine = chunk_bytes;
+    std::vector<unsigned long long> all(static_cast<std::size_t>(R));
+    peers->allgather(&mine, sizeof mine, all.data());
+    chunk_bytes = *std::max_element(all.begin(), all.end());
+  }
+  vmm.ok(vmm.reserve(&va, chunk_bytes * R, gran, 0, 0), "cuMemAddressReserve (the symmetric buffer)");
+  handles.assign(static_cast<std::size_t>(R), CUmemGenericAllocationHandle{});
+  for (int r : local) {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = devices[r];
-    CUmemGenericAllocationHandle h{};
-    s.vmm.ok(s.vmm.create(&h, s.chunk_bytes, &prop, 0), "cuMemCreate (a rank's chunk)");
-    s.handles.push_back(h);
-    s.vmm.ok(s.vmm.map(s.va + r * s.chunk_bytes, s.chunk_bytes, 0, h, 0), "cuMemMap (a rank's chunk)");
-    s.mapped = r + 1;
+    if (peers) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    vmm.ok(vmm.create(&handles[r], chunk_bytes, &prop, 0), "cuMemCreate (a rank's chunk)");
+  }
+  if (peers) {
+    // The other processes' chunks: their allocations, exported as file
+    // descriptors, handed over and imported.
+    const int me = peers->rank();
+    int fd = -1;
+    vmm.ok(vmm.export_handle(&fd, handles[me], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+           "cuMemExportToShareableHandle (this rank's chunk)");
+    std::vector<int> fds = peers->exchange_descriptors(fd);
+    ::close(fd);
+    for (int r = 0; r < R; ++r) {
+      if (r == me) continue;
+      const CUresult got = vmm.import_handle(&handles[r], reinterpret_cast<void*>(static_cast<std::intptr_t>(fds[r])),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      ::close(fds[r]);
+      vmm.ok(got, "cuMemImportFromShareableHandle (another rank's chunk)");
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    vmm.ok(vmm.map(va + r * chunk_bytes, chunk_bytes, 0, handles[r], 0), "cuMemMap (a rank's chunk)");
+    mapped = r + 1;
   }
   std::vector<CUmemAccessDesc> access;
-  for (int d : distinct) {
+  for (int d : here) {
     CUmemAccessDesc a{};
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a.location.id = d;
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     access.push_back(a);
   }
-  s.vmm.ok(s.vmm.set_access(s.va, s.chunk_bytes * R, access.data(), access.size()), "cuMemSetAccess");
+  vmm.ok(vmm.set_access(va, chunk_bytes * R, access.data(), access.size()), "cuMemSetAccess");
 
-  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_status), sizeof(impl::DeviceStatus) * R),
-             "cudaMallocHost");
+  host_status.assign(static_cast<std::size_t>(R), impl::kCleanStatus);
   p.groups = 1;
-  p.sys_scope = (distinct.size() > 1 || options.system_scope) ? 1 : 0;
-  p.timeout_ns = timeout_ns;
-  p.sym_base = s.chunk(0);
-  p.sym_stride = static_cast<i64>(s.chunk_bytes / 4);
+  // System scope whenever ranks may be on different devices (another
+  // process's rank may be).
+  p.sys_scope = (here.size() > 1 || peers || options.system_scope) ? 1 : 0;
+  p.timeout_ns = impl::timeout_ns_of(options.timeout_s, who);
+  p.sym_base = chunk(0);
+  p.sym_stride = static_cast<i64>(chunk_bytes / 4);
   p.loc_stride = p.sym_stride;
   p.out_stride = p.sym_stride;
-  s.params.assign(R, p);
-  s.rank_plans.resize(R);
-  s.streams.assign(R, nullptr);
-  s.joined.assign(R, nullptr);
-  s.status.assign(R, nullptr);
+  params.assign(R, p);
+  rank_plans.resize(R);
+  streams.assign(R, nullptr);
+  joined.assign(R, nullptr);
+  status.assign(R, nullptr);
   for (int r = 0; r < R; ++r) {
-    DeviceScope on(devices[r]);
-    check_cuda(cudaMemset(s.chunk(r), 0, s.chunk_bytes), "clearing a rank's chunk");
-    check_cuda(cudaStreamCreateWithFlags(&s.streams[r], cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaEventCreateWithFlags(&s.joined[r], cudaEventDisableTiming), "cudaEventCreate");
-    if (r == 0) check_cuda(cudaEventCreateWithFlags(&s.forked, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&s.status[r]), sizeof(impl::DeviceStatus)), "allocating a status");
-    check_cuda(cudaMemcpy(s.status[r], &impl::kCleanStatus, sizeof impl::kCleanStatus, cudaMemcpyHostToDevice),
-               "initialising a status");
-    impl::KernelParams& q = s.params[r];
+    impl::KernelParams& q = params[r];
     q.rank_base = r;
-    std::int32_t* own = s.chunk(r);
+    std::int32_t* own = chunk(r);
     q.loc_base = own + p.sym.words;
     q.out_base = own + p.sym.words + p.loc.words;
-    q.status = s.status[r];
     std::int32_t* o = q.out_base;
-    s.rank_plans[r] = DeviceRankPlan{o + p.out.dst,        o + p.out.cu,        o + p.out.zfr,
-                                     o + p.out.etc,        o + p.out.rs,        o + p.out.src_info,
-                                     o + p.out.dup_groups, o + p.out.dup_loffs, o + p.out.dup_counts};
+    rank_plans[r] = DeviceRankPlan{o + p.out.dst,        o + p.out.cu,        o + p.out.zfr,
+                                   o + p.out.etc,        o + p.out.rs,        o + p.out.src_info,
+                                   o + p.out.dup_groups, o + p.out.dup_loffs, o + p.out.dup_counts};
   }
-  s.last_routing.assign(R, nullptr);
-  s.last_tpe.assign(R, nullptr);
+  for (int r : local) {
+    DeviceScope on(devices[r]);
+    check_cuda(cudaMemset(chunk(r), 0, chunk_bytes), "clearing a rank's chunk");
+    check_cuda(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&joined[r], cudaEventDisableTiming), "cudaEventCreate");
+    if (r == local[0]) check_cuda(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&status[r]), sizeof(impl::DeviceStatus)), "allocating a status");
+    check_cuda(cudaMemcpy(status[r], &impl::kCleanStatus, sizeof impl::kCleanStatus, cudaMemcpyHostToDevice),
+               "initialising a status");
+    params[r].status = status[r];
+  }
+  // No rank may start before every chunk is cleared.
+  for (int r : local) {
+    DeviceScope on(devices[r]);
+    check_cuda(cudaDeviceSynchronize(), "clearing the chunks");
+  }
+  if (peers) peers->barrier();
+  last_routing.assign(R, nullptr);
+  last_tpe.assign(R, nullptr);
 }
 
 GpuWorld::~GpuWorld() = default;
+
+std::unique_ptr<GpuWorld> impl::WorldFactory::over(const Config& config, int device, std::unique_ptr<WorldPeers> peers,
+                                                   const WorldOptions& options) {
+  return std::unique_ptr<GpuWorld>(new GpuWorld(config, device, std::move(peers), options));
+}
 
 void impl::PlannerAccess::set_trace(GpuWorld& world, unsigned long long* trace) {
   GpuWorld::State& s = *world.s_;
@@ -272,7 +381,13 @@ void impl::PlannerAccess::set_trace(GpuWorld& world, unsigned long long* trace) 
 const Config& GpuWorld::config() const { return s_->config; }
 int GpuWorld::ranks() const { return s_->config.ranks; }
 int GpuWorld::device(int rank) const { return s_->devices.at(rank); }
-cudaStream_t GpuWorld::stream(int rank) const { return s_->streams.at(rank); }
+cudaStream_t GpuWorld::stream(int rank) const {
+  if (!s_->is_local(rank)) {
+    throw InputError("moonep::cuda::GpuWorld::stream: rank " + std::to_string(rank) + " is not one of this process's");
+  }
+  return s_->streams.at(rank);
+}
+int GpuWorld::process_rank() const { return s_->peers ? s_->peers->rank() : -1; }
 Kernel GpuWorld::kernel() const { return s_->choice.kernel; }
 int GpuWorld::blocks_per_rank() const { return s_->choice.bpr; }
 bool GpuWorld::system_scope() const { return s_->base.sys_scope != 0; }
@@ -283,6 +398,10 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
   if (rank < 0 || rank >= s.config.ranks) {
     throw InputError("moonep::cuda::GpuWorld::plan_rank: rank " + std::to_string(rank) + " is not in [0, " +
                      std::to_string(s.config.ranks) + ")");
+  }
+  if (!s.is_local(rank)) {
+    throw InputError("moonep::cuda::GpuWorld::plan_rank: rank " + std::to_string(rank) +
+                     " is another process's (this one plans rank " + std::to_string(s.local[0]) + ")");
   }
   if (!d_routing) {
     throw InputError("moonep::cuda::GpuWorld::plan_rank: the routing of rank " + std::to_string(rank) + " is null");
@@ -300,26 +419,26 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
 
 void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin) {
   State& s = *s_;
-  const int R = s.config.ranks;
   if (!d_routing) throw InputError("moonep::cuda::GpuWorld::plan: d_routing is null");
-  for (int r = 0; r < R; ++r) {
+  for (int r : s.local) {
     if (!d_routing[r]) throw InputError("moonep::cuda::GpuWorld::plan: d_routing[" + std::to_string(r) + "] is null");
   }
   {
-    // `origin` is a stream of rank 0's device (an event is recorded on a
-    // stream of its own device); the ranks' streams may wait on it anywhere.
-    DeviceScope on(s.devices[0]);
+    // `origin` is a stream of the first local rank's device (an event is
+    // recorded on a stream of its own device); the ranks' streams may wait
+    // on it anywhere.
+    DeviceScope on(s.devices[s.local[0]]);
     check_cuda(cudaEventRecord(s.forked, origin), "forking the step to the ranks' streams");
   }
-  for (int r = 0; r < R; ++r) {
+  for (int r : s.local) {
     check_cuda(cudaStreamWaitEvent(s.streams[r], s.forked, 0), "forking the step to the ranks' streams");
   }
-  for (int r = 0; r < R; ++r) {
+  for (int r : s.local) {
     plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r]);
     DeviceScope on(s.devices[r]);
     check_cuda(cudaEventRecord(s.joined[r], s.streams[r]), "joining the ranks' streams");
   }
-  for (int r = 0; r < R; ++r) {
+  for (int r : s.local) {
     check_cuda(cudaStreamWaitEvent(origin, s.joined[r], 0), "joining the ranks' streams");
   }
 }
@@ -327,15 +446,27 @@ void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* co
 void GpuWorld::check() {
   State& s = *s_;
   const int R = s.config.ranks;
-  for (int r = 0; r < R; ++r) {
+  std::vector<unsigned> epochs(static_cast<std::size_t>(R), 0u);
+  for (int r : s.local) {
     DeviceScope on(s.devices[r]);
     check_cuda(cudaStreamSynchronize(s.streams[r]), "waiting for a rank's planning kernel");
-    check_cuda(cudaMemcpy(s.host_status + r, s.status[r], sizeof(impl::DeviceStatus), cudaMemcpyDeviceToHost),
+    check_cuda(cudaMemcpy(&s.host_status[r], s.status[r], sizeof(impl::DeviceStatus), cudaMemcpyDeviceToHost),
                "reading a rank's planning status");
+    check_cuda(cudaMemcpy(&epochs[r], s.params[r].loc_base + s.base.loc.epoch, 4, cudaMemcpyDeviceToHost),
+               "reading a rank's step count");
+  }
+  if (s.peers) {
+    // Every process learns every rank's status and step count (each
+    // process contributes its one rank's).
+    const int me = s.peers->rank();
+    s.peers->allgather(&s.host_status[me], sizeof(impl::DeviceStatus), s.host_status.data());
+    const unsigned mine = epochs[me];
+    s.peers->allgather(&mine, sizeof mine, epochs.data());
   }
   // The step's status: the lowest bad entry and tokens_per_expert value of
   // any rank, every late wait; which ranks waited in vain and which never
-  // finished (their epoch did not move while the others waited for them).
+  // ran their part (they neither waited nor finished: their step count did
+  // not move).
   impl::DeviceStatus all = impl::kCleanStatus;
   std::vector<int> waited, missing;
   for (int r = 0; r < R; ++r) {
@@ -345,60 +476,64 @@ void GpuWorld::check() {
     all.internal |= st.internal;
     all.late |= st.late;
     if (st.late) waited.push_back(r);
+    else if (epochs[r] == s.steps) missing.push_back(r);
   }
   if (impl::status_clean(all)) {
     ++s.steps;
     return;
   }
-  if (all.late) {
-    // A rank that neither waited nor finished the step (its step count
-    // did not move) never ran its part.
-    for (int r = 0; r < R; ++r) {
-      DeviceScope on(s.devices[r]);
-      unsigned epoch = 0;
-      check_cuda(cudaMemcpy(&epoch, s.params[r].loc_base + s.base.loc.epoch, 4, cudaMemcpyDeviceToHost),
-                 "reading a rank's step count");
-      if (!s.host_status[r].late && epoch == s.steps) missing.push_back(r);
+  // The bad value, read by the process that holds the rank.
+  std::int32_t bad_value = 0;
+  const bool bad_tpe = all.bad_entry == ~0ull && all.bad_tpe != ~0ull;
+  if (all.bad_entry != ~0ull || bad_tpe) {
+    const unsigned long long key = bad_tpe ? all.bad_tpe : all.bad_entry;
+    const int rank = static_cast<int>(key >> 32);
+    const std::int32_t* src = (bad_tpe ? s.last_tpe : s.last_routing).at(rank);
+    if (s.is_local(rank) && src) {
+      DeviceScope on(s.devices[rank]);
+      check_cuda(cudaMemcpy(&bad_value, src + (key & 0xffffffffull), sizeof bad_value, cudaMemcpyDeviceToHost),
+                 "reading the bad input value");
     }
-    s.steps = 0;
-  } else {
-    ++s.steps;  // bad input: every rank still finished the step
+    if (s.peers) {
+      std::vector<std::int32_t> values(static_cast<std::size_t>(R));
+      s.peers->allgather(&bad_value, sizeof bad_value, values.data());
+      bad_value = values[rank];
+    }
   }
   // Reset before throwing: statuses, and after a late wait every chunk
-  // (counters, epochs, gathered counts) as the constructor left it.
-  for (int r = 0; r < R; ++r) {
+  // (counters, step counts, gathered counts) as the constructor left it,
+  // on every process before any starts the next step.
+  for (int r : s.local) {
     DeviceScope on(s.devices[r]);
     check_cuda(cudaMemcpy(s.status[r], &impl::kCleanStatus, sizeof impl::kCleanStatus, cudaMemcpyHostToDevice),
                "resetting a rank's status");
     if (all.late) check_cuda(cudaMemset(s.chunk(r), 0, s.chunk_bytes), "resetting a rank's chunk");
+    check_cuda(cudaDeviceSynchronize(), "resetting a rank's chunk");
+  }
+  if (s.peers) s.peers->barrier();
+  if (all.late) {
+    s.steps = 0;
+  } else {
+    ++s.steps;  // bad input: every rank still finished the step
   }
   std::ostringstream late;
   late << "moonep::cuda::GpuWorld: ";
-  if (!missing.empty()) {
-    late << ranks_text(missing) << " did not arrive within "
-         << s.options.timeout_s << " s: ";
-  }
+  if (!missing.empty()) late << ranks_text(missing) << " did not arrive within " << s.options.timeout_s << " s: ";
   late << ranks_text(waited) << " gave up waiting at " << impl::late_counters(all.late);
   if (missing.empty()) late << " (every rank ran; their blocks were not all resident at once)";
   late << "; the step was abandoned and the world reset";
-  impl::throw_status(
-      all, s.config,
-      [&](int rank, bool is_tpe, i64 index) {
-        std::int32_t value = 0;
-        const std::int32_t* src = (is_tpe ? s.last_tpe : s.last_routing).at(rank);
-        if (!src) return value;
-        DeviceScope on(s.devices[rank]);
-        check_cuda(cudaMemcpy(&value, src + index, sizeof value, cudaMemcpyDeviceToHost), "reading the bad input value");
-        return value;
-      },
-      late.str());
+  impl::throw_status(all, s.config, [&](int, bool, i64) { return bad_value; }, late.str());
 }
 
 HostPlan GpuWorld::copy_out() {
   check();
   const State& s = *s_;
-  DeviceScope keep(s.devices[0]);  // the caller's device is current again afterwards
-  return impl::copy_plans_out(s.config, s.rank_plans, [&](int r) { check_cuda(cudaSetDevice(s.devices[r]), "cudaSetDevice"); });
+  // Every rank's outputs are mapped here; they are read through a device
+  // of this process (the caller's device is current again afterwards).
+  DeviceScope keep(s.devices[s.local[0]]);
+  return impl::copy_plans_out(s.config, s.rank_plans, [&](int r) {
+    check_cuda(cudaSetDevice(s.is_local(r) ? s.devices[r] : s.devices[s.local[0]]), "cudaSetDevice");
+  });
 }
 
 }  // namespace moonep::cuda

@@ -1,0 +1,126 @@
+// The GPU world with one MPI process per rank (moonep/gpu_world_mpi.hpp),
+// under mpirun: process r plans rank r on GPU r mod (visible GPUs), all on
+// one GPU where there is one (each process its own context). Every process
+// checks the whole plan against the reference (it maps every rank's
+// chunk); bad input on one rank fails the step on every process; a process
+// that does not launch its part is named by every process within the
+// bound, and the next step plans.
+#include <mpi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "catch2_compat.hpp"
+#include "moonep/error.hpp"
+#include "moonep/gpu_world_mpi.hpp"
+#include "moonep/reference.hpp"
+#include "moonep/synthetic.hpp"
+#include "support/cuda_test_support.hpp"
+
+namespace {
+
+using moonep::Config;
+using moonep::Routing;
+using moonep::cuda::GpuWorld;
+using moonep::cuda::WorldOptions;
+
+int mpi_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int mpi_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int my_device() {
+  int n = 1;
+  cudaGetDeviceCount(&n);
+  return mpi_rank() % n;
+}
+
+// This process's rank's routing on its device.
+class MyRouting {
+ public:
+  MyRouting(const Config& c, const Routing& routing) : ptrs_(static_cast<std::size_t>(c.ranks), nullptr) {
+    const int me = mpi_rank();
+    moonep::test::cuda_ok(cudaSetDevice(my_device()));
+    moonep::test::cuda_ok(cudaMalloc(reinterpret_cast<void**>(&mine_), routing[me].size() * 4 + 4));
+    set(routing[me]);
+    ptrs_[me] = mine_;
+  }
+  ~MyRouting() { cudaFree(mine_); }
+  void set(const std::vector<int32_t>& ids) {
+    moonep::test::cuda_ok(cudaMemcpy(mine_, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  }
+  void set(int64_t index, int32_t value) {
+    moonep::test::cuda_ok(cudaMemcpy(mine_ + index, &value, 4, cudaMemcpyHostToDevice));
+  }
+  const int32_t* const* ptrs() const { return ptrs_.data(); }
+
+ private:
+  int32_t* mine_ = nullptr;
+  std::vector<const int32_t*> ptrs_;
+};
+
+}  // namespace
+
+TEST_CASE("mpi gpu world: one process per rank plans like the reference, step after step", "[gpu_world][mpi]") {
+  const int R = mpi_size(), me = mpi_rank();
+  const Config c{R, 8 * R, 4, 512, 4, 8};
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
+  REQUIRE(world->process_rank() == me);
+  REQUIRE(world->system_scope());
+  const Routing a = moonep::synthetic_routing(c, 1.0, 5), b = moonep::synthetic_routing(c, 3.0, 6);
+  const moonep::HostPlan ref_a = moonep::plan_reference(c, a), ref_b = moonep::plan_reference(c, b);
+  MyRouting mine(c, a);
+  for (int step = 0; step < 4; ++step) {
+    mine.set((step % 2 ? b : a)[me]);
+    world->plan(mine.ptrs(), nullptr, nullptr);
+    REQUIRE(moonep::plan_difference(world->copy_out(), step % 2 ? ref_b : ref_a) == "");
+  }
+  // Only this process's rank is launched here.
+  REQUIRE_THROWS_AS(world->plan_rank((me + 1) % R == me ? R : (me + 1) % R, mine.ptrs()[me], nullptr, nullptr),
+                    moonep::InputError);
+}
+
+TEST_CASE("mpi gpu world: bad input on one rank fails the step on every process", "[gpu_world][mpi]") {
+  const int R = mpi_size(), me = mpi_rank();
+  const Config c{R, 8 * R, 4, 256, 4, 8};
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
+  const Routing good = moonep::synthetic_routing(c, 1.0, 7);
+  MyRouting mine(c, good);
+  if (me == R - 1) mine.set(9, 999);
+  world->plan(mine.ptrs(), nullptr, nullptr);
+  REQUIRE_THROWS_WITH(world->check(), "routing[" + std::to_string(R - 1) + "][9] = 999 is not an expert id in [0, " +
+                                          std::to_string(8 * R) + ")");
+  mine.set(good[me]);
+  world->plan(mine.ptrs(), nullptr, nullptr);
+  REQUIRE(moonep::plan_difference(world->copy_out(), moonep::plan_reference(c, good)) == "");
+}
+
+TEST_CASE("mpi gpu world: a process that does not launch is named by all; the next step plans",
+          "[gpu_world][mpi]") {
+  const int R = mpi_size(), me = mpi_rank();
+  if (R < 2) return;  // needs another process to wait for
+  const Config c{R, 8 * R, 4, 256, 4, 8};
+  WorldOptions o;
+  o.timeout_s = 1;
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device(), o);
+  const Routing routing = moonep::synthetic_routing(c, 1.0, 8);
+  MyRouting mine(c, routing);
+  if (me != 1) world->plan(mine.ptrs(), nullptr, nullptr);
+  std::string message;
+  try {
+    world->check();
+  } catch (const moonep::RuntimeError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  REQUIRE(message.rfind("moonep::cuda::GpuWorld: rank 1 did not arrive within 1 s: ", 0) == 0);
+  world->plan(mine.ptrs(), nullptr, nullptr);
+  REQUIRE(moonep::plan_difference(world->copy_out(), moonep::plan_reference(c, routing)) == "");
+}
