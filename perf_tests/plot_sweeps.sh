@@ -4,8 +4,8 @@
 #              only the S sweeps are drawn: series with at least two S
 #              values (or every series when none has two, as in a smoke run);
 #   RANKS_PNG  the MPI rows (worlds shared and rma, one process per rank):
-#              time per step against R, one line per (world, E, K, S, B, tp,
-#              imbalance); left out when the CSV has no MPI rows.
+#              time per step against R, one line per (world, E/R, K, S, B,
+#              tp, imbalance); left out when the CSV has no MPI rows.
 # Needs gnuplot.
 set -eu
 csv=$1
@@ -39,7 +39,8 @@ awk -v dir="$data" '
     if (substr(line, 1, 1) == "\"") line = "M" substr(line, index(substr(line, 2), "\",") + 2)
     split(line, f, ",")
     if (f[3] != "shared" && f[3] != "rma") next
-    label = f[3] " world, E=" f[7] " K=" f[8] " S=" f[9] " B=" f[10] " tp=" f[11] " imb=" f[12]
+    # mpi_bench scales E with the processes: E/R experts per rank is the shape.
+    label = f[3] " world, E/R=" (f[7] / f[6]) " K=" f[8] " S=" f[9] " B=" f[10] " tp=" f[11] " imb=" f[12]
     if (!(label in file)) { file[label] = dir "/ranks" (++n) ".dat"; print label > (dir "/ranks" n ".label") }
     print f[6], f[13] >> file[label]
   }
