@@ -210,3 +210,11 @@ moonep_cli_test(table_compact
   EXPECT_RC 0
   EXPECT_STDOUT "64 ranks: the 4 busiest and the 4 least loaded|   ...|ranks per range|load after: 128 on every rank|max/mean ")
 moonep_cli_test(bad_table ARGS "--table|wide" EXPECT_RC 2 EXPECT_STDERR "--table: unknown style 'wide'")
+# Progress: only on a terminal (script(1) provides one), only past a second.
+find_program(MoonEP_SCRIPT NAMES script)
+if(MoonEP_SCRIPT)
+  add_test(NAME cli_progress_on_terminal_only
+    COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:moonep-plan> -DSCRIPT=${MoonEP_SCRIPT}
+            -DWORK=${_cli_work}/progress -P ${_cli_dir}/check_progress_tty.cmake)
+  set_tests_properties(cli_progress_on_terminal_only PROPERTIES TIMEOUT 120)
+endif()
