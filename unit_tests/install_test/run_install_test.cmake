@@ -107,7 +107,8 @@ function(probe name find_args)
     list(PREPEND search "${P_PREFIX}")
     set(args ${extra})
   endif()
-  execute_process(COMMAND "${CMAKE_COMMAND}" -S "${here}" -B "${WORK_DIR}/probe-${name}"
+  # --no-warn-unused-cli: a probe that stops early leaves -D values unused.
+  execute_process(COMMAND "${CMAKE_COMMAND}" --no-warn-unused-cli -S "${here}" -B "${WORK_DIR}/probe-${name}"
     -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_PREFIX_PATH=${search}"
     "-DMOONEP_PROBE=${find_args}" ${args} ${P_EXTRA}
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -121,7 +122,9 @@ function(probe name find_args)
   if(DEFINED P_FOUND AND NOT out MATCHES "probe: MoonEP_FOUND=${P_FOUND}")
     message(FATAL_ERROR "${what}: expected MoonEP_FOUND=${P_FOUND}:\n${all}")
   endif()
-  if(P_MATCH AND NOT all MATCHES "${P_MATCH}")
+  # CMake wraps a package's reason: match with the white space folded.
+  string(REGEX REPLACE "[ \t\r\n]+" " " flat "${all}")
+  if(P_MATCH AND NOT flat MATCHES "${P_MATCH}")
     message(FATAL_ERROR "${what}: the output does not say '${P_MATCH}':\n${all}")
   endif()
   if(P_QUIET_OUTPUT)
@@ -148,8 +151,10 @@ endif()
 probe(unknown "REQUIRED,COMPONENTS,foo" FAILS MATCH "has no component 'foo'")
 # Kokkos missing.
 probe(no_kokkos_quiet "QUIET" FOUND "(0|FALSE) " QUIET_OUTPUT EXTRA -DCMAKE_DISABLE_FIND_PACKAGE_Kokkos=ON)
-probe(no_kokkos "REQUIRED" FAILS MATCH "dependency Kokkos could not be found"
-      EXTRA -DCMAKE_DISABLE_FIND_PACKAGE_Kokkos=ON)
+# (REQUIRED reaches find_dependency(Kokkos), where CMake refuses to disable
+# a required package in words of its own: the configure must still fail
+# and name Kokkos.)
+probe(no_kokkos "REQUIRED" FAILS MATCH "Kokkos" EXTRA -DCMAKE_DISABLE_FIND_PACKAGE_Kokkos=ON)
 # Components this MoonEP was not built with.
 fake_prefix(no_mpi "set(MoonEP_HAVE_MPI ${HAVE_MPI})" "set(MoonEP_HAVE_MPI OFF)")
 fake_prefix(no_cuda "set(MoonEP_HAVE_CUDA ${HAVE_CUDA})" "set(MoonEP_HAVE_CUDA OFF)")
