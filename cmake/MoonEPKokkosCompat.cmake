@@ -19,8 +19,26 @@
 # the Kokkos version string, MoonEP_HAVE_KOKKOSKERNELS is ON when target
 # Kokkos::kokkoskernels may be linked (OFF: MoonEP_KOKKOSKERNELS_WHY_NOT
 # says why).
+#
+# MoonEP's build includes it as is: Kokkos is required, a problem is a
+# configure error. MoonEPConfig.cmake finds Kokkos itself first and sets
+# MoonEP_COMPAT_SOFT: then a problem leaves its message in
+# MoonEP_COMPAT_ERROR and the inclusion ends, for find_package(MoonEP) to
+# report it as "not found" (silently under QUIET) instead of stopping.
 
-find_package(Kokkos REQUIRED)
+set(MoonEP_COMPAT_ERROR "")
+macro(_moonep_compat_fail)
+  string(CONCAT _moonep_compat_msg ${ARGN})
+  if(MoonEP_COMPAT_SOFT)
+    set(MoonEP_COMPAT_ERROR "${_moonep_compat_msg}")
+    return()
+  endif()
+  message(FATAL_ERROR "${_moonep_compat_msg}")
+endmacro()
+
+if(NOT Kokkos_FOUND)
+  find_package(Kokkos REQUIRED)
+endif()
 
 if(TARGET Kokkos::kokkos)
   get_target_property(_moonep_kokkos_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
@@ -42,16 +60,18 @@ if(TARGET Kokkos::kokkos)
       endif()
     endforeach()
     if(NOT _moonep_fixed_inc)
-      message(FATAL_ERROR "MoonEP: Kokkos::kokkos points at a missing include "
+      _moonep_compat_fail("MoonEP: Kokkos::kokkos points at a missing include "
         "directory and Kokkos_INCLUDE_DIRS (${Kokkos_INCLUDE_DIRS}) holds no "
         "Kokkos_Core.hpp. Set CMAKE_PREFIX_PATH to a complete Kokkos install.")
     endif()
-    message(STATUS "MoonEP: fixing Kokkos::kokkos include dirs -> ${_moonep_fixed_inc}")
+    if(NOT MoonEP_FIND_QUIETLY)
+      message(STATUS "MoonEP: fixing Kokkos::kokkos include dirs -> ${_moonep_fixed_inc}")
+    endif()
     set_target_properties(Kokkos::kokkos PROPERTIES
       INTERFACE_INCLUDE_DIRECTORIES "${_moonep_fixed_inc}")
   endif()
 else()
-  message(FATAL_ERROR "MoonEP: find_package(Kokkos) succeeded but defined no Kokkos::kokkos target")
+  _moonep_compat_fail("MoonEP: find_package(Kokkos) succeeded but defined no Kokkos::kokkos target")
 endif()
 
 # Version: upstream sets Kokkos_VERSION; TriBITS sets it from the config-version file.
@@ -61,7 +81,7 @@ else()
   set(MoonEP_KOKKOS_VERSION "unknown")
 endif()
 if(MoonEP_KOKKOS_VERSION VERSION_LESS 3.4)
-  message(FATAL_ERROR "MoonEP needs Kokkos >= 3.4, found ${MoonEP_KOKKOS_VERSION}")
+  _moonep_compat_fail("MoonEP needs Kokkos >= 3.4, found ${MoonEP_KOKKOS_VERSION}")
 endif()
 
 # Debian's Kokkos is packaged inside Trilinos (TriBITS), whose config
@@ -118,7 +138,7 @@ elseif(KokkosKernels_FOUND AND TARGET trilinos_kokkoskernels)
       "${MoonEP_KOKKOS_VERSION}")
   endif()
 elseif(KokkosKernels_FOUND)
-  message(FATAL_ERROR "MoonEP: KokkosKernels was found but exports neither "
+  _moonep_compat_fail("MoonEP: KokkosKernels was found but exports neither "
     "Kokkos::kokkoskernels nor trilinos_kokkoskernels")
 else()
   set(MoonEP_KOKKOSKERNELS_WHY_NOT "no Kokkos Kernels")

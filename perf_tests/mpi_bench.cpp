@@ -5,6 +5,8 @@
 //   mpirun -np R mpi_bench [options]          the MPI worlds (shared, rma)
 //   mpi_bench --inprocess --ranks R [options] the in-process world, no mpirun
 //   mpi_bench --header                        the table header only
+//   (every run prints the header above its rows; --no-header leaves it out,
+//   for a driver that prints it once above several runs)
 //   perf_tests/run_mpi_bench.sh               all of it at np 2 and 4, one table
 //
 // options: --experts-per-rank 64 --topk 8 --tokens 4096 --copy-slots 8
@@ -46,7 +48,7 @@ struct Options {
   int experts_per_rank = 64, topk = 8, tokens = 4096, copy_slots = 8, token_padding = 16;
   double imbalance = 1.0;
   int steps = 21;
-  bool inprocess = false, header = false;
+  bool inprocess = false, header = false, no_header = false;
   std::vector<std::string> worlds{"shared", "rma"};
   std::string csv;  // --csv FILE; empty = table only
 };
@@ -64,6 +66,7 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--inprocess") o.inprocess = true;
     else if (a == "--header") o.header = true;
+    else if (a == "--no-header") o.no_header = true;
     else if (a == "--smoke") { o.tokens = 64; o.experts_per_rank = 4; o.topk = 2; o.steps = 3; o.token_padding = 4; }
     else if (a == "--ranks") o.ranks = std::atoi(next());
     else if (a == "--experts-per-rank") o.experts_per_rank = std::atoi(next());
@@ -151,6 +154,7 @@ void bench_inprocess(const Options& o) {
     planner.plan(views);
     t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
   }
+  if (!o.no_header) print_header();
   print_row(o, "inprocess", 1, c, o.imbalance, t);
 }
 
@@ -163,6 +167,7 @@ void bench_mpi(const Options& o) {
   // Every process generates the whole routing (deterministic) and keeps its row.
   const HostView mine = to_view(moonep::synthetic_routing(c, o.imbalance, 42)[static_cast<std::size_t>(rank)]);
   const std::vector<moonep::Planner<Exec>::input_view> views{mine};
+  if (rank == 0 && !o.no_header) print_header();
   for (const std::string& name : o.worlds) {
     auto world = moonep::make_mpi_world(MPI_COMM_WORLD, moonep::mpi_world_kind_from_string(name));
     moonep::Planner<Exec> planner(c, *world);

@@ -1,11 +1,16 @@
 #!/bin/sh
-# plot_sweeps.sh CSV PNG — time per step against S from a run_sweeps.sh CSV,
-# one line per (backend, world, shape). Only the S sweeps are drawn: series
-# with at least two S values (or every series when none has two, as in a
-# smoke run). Needs gnuplot.
+# plot_sweeps.sh CSV PNG [RANKS_PNG] — from a run_sweeps.sh CSV:
+#   PNG        time per step against S, one line per (backend, world, shape);
+#              only the S sweeps are drawn: series with at least two S
+#              values (or every series when none has two, as in a smoke run);
+#   RANKS_PNG  the MPI rows (worlds shared and rma, one process per rank):
+#              time per step against R, one line per (world, E/R, K, S, B,
+#              tp, imbalance); left out when the CSV has no MPI rows.
+# Needs gnuplot.
 set -eu
 csv=$1
 png=$2
+ranks_png=${3:-}
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 
@@ -24,6 +29,21 @@ awk -v dir="$data" '
     count[label]++
   }
   END { for (l in count) if (count[l] >= 2) many = 1; print (many ? 2 : 1) > (dir "/min_points") }
+' "$csv"
+
+# The MPI rows, keyed by everything but R: time against the rank count.
+awk -v dir="$data" '
+  NR == 1 { next }
+  {
+    line = $0
+    if (substr(line, 1, 1) == "\"") line = "M" substr(line, index(substr(line, 2), "\",") + 2)
+    split(line, f, ",")
+    if (f[3] != "shared" && f[3] != "rma") next
+    # mpi_bench scales E with the processes: E/R experts per rank is the shape.
+    label = f[3] " world, E/R=" (f[7] / f[6]) " K=" f[8] " S=" f[9] " B=" f[10] " tp=" f[11] " imb=" f[12]
+    if (!(label in file)) { file[label] = dir "/ranks" (++n) ".dat"; print label > (dir "/ranks" n ".label") }
+    print f[6], f[13] >> file[label]
+  }
 ' "$csv"
 
 min=$(cat "$data/min_points")
@@ -45,6 +65,28 @@ set title "MoonEP: time per planning step vs tokens per rank S\n$machine" noenha
 set xlabel 'S (tokens per rank)'
 set ylabel 'time per step (us)'
 set logscale xy
+set grid
+set key left top
+plot $plots
+GNUPLOT
+
+[ -n "$ranks_png" ] || exit 0
+plots=""
+for f in "$data"/ranks*.dat; do
+  [ -e "$f" ] || continue
+  sort -n -o "$f" "$f"
+  label=$(cat "${f%.dat}.label")
+  plots="${plots:+$plots, }'$f' using 1:2 with linespoints title '$label' noenhanced"
+done
+[ -n "$plots" ] || exit 0
+gnuplot <<GNUPLOT
+set terminal $term size 1000,620
+set output '$ranks_png'
+set title "MoonEP over MPI: time per planning step vs ranks R (one process per rank, slowest rank)\n$machine" noenhanced
+set xlabel 'R (MPI processes)'
+set ylabel 'time per step (us)'
+set logscale y
+set xtics 1
 set grid
 set key left top
 plot $plots

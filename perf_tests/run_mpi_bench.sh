@@ -27,7 +27,7 @@ fi
 echo "MoonEP mpi_bench on $(hostname): $(nproc) cores; median time per planning step (slowest rank)"
 "$bench" --header
 for np in ${NP:-2 4}; do
-  "$bench" --inprocess --ranks "$np" "$@"
+  "$bench" --inprocess --ranks "$np" --no-header "$@"
   # shellcheck disable=SC2086
-  "$mpiexec" -n "$np" $flags "$bench" "$@"
+  "$mpiexec" -n "$np" $flags "$bench" --no-header "$@"
 done

@@ -5,8 +5,10 @@
 #   perf_tests/run_sweeps.sh [--build DIR] [--out DIR] [--smoke]
 #
 #   --build DIR  the CMake build directory (default: build)
-#   --out DIR    where sweeps.csv, time_per_step.png and each bench's table
-#                output (*.log) go (default: DIR/perf_results of --build)
+#   --out DIR    where sweeps.csv, time_per_step.png (time against S),
+#                time_vs_ranks.png (the MPI rows: time against R) and each
+#                bench's table output (*.log) go (default: DIR/perf_results
+#                of --build)
 #   --smoke      one tiny point per bench (seconds; the CTest smoke test)
 #
 # Benches, each run only when its binary is in the build:
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
     --build) build=${2:?--build needs a directory}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --smoke) smoke=--smoke; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_sweeps.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +46,7 @@ fi
 mkdir -p "$out"
 csv="$out/sweeps.csv"
 png="$out/time_per_step.png"
+ranks_png="$out/time_vs_ranks.png"
 rm -f "$csv"  # one run, one file: benches append, the first writes the header
 
 # run_logged LOG COMMAND...: shows the command's output and appends it to
@@ -102,5 +105,7 @@ if ! command -v gnuplot > /dev/null 2>&1; then
   echo "note: gnuplot not found, no plot (Debian: apt-get install gnuplot-nox)"
   exit 0
 fi
-"$(dirname "$0")/plot_sweeps.sh" "$csv" "$png"
+rm -f "$ranks_png"
+"$(dirname "$0")/plot_sweeps.sh" "$csv" "$png" "$ranks_png"
 echo "== plot: $png"
+[ ! -e "$ranks_png" ] || echo "== plot: $ranks_png"

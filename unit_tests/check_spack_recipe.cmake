@@ -4,8 +4,10 @@
 #     (option() or a CACHE variable in CMakeLists.txt);
 #   * every CMake option must be set by the recipe (the recipe fixes the
 #     ones it has no variant for, so a new option forces a decision there);
-#   * every variant the recipe declares must feed a define_from_variant,
-#     and the CudaPackage variants must reach their options.
+#   * every variant the recipe declares must feed a define_from_variant
+#     or constrain Kokkos (depends_on("kokkos+X", when="+X")), and the
+#     CudaPackage variants must reach their options.
+# unit_tests/check_spack_recipe.py checks the directives themselves.
 # -DINJECT_DRIFT=ON renames an option in the recipe text before checking, to
 # prove the check can fail (a CTest case expects that run to fail).
 
@@ -14,7 +16,7 @@ if(NOT SOURCE_DIR)
   message(FATAL_ERROR "pass -DSOURCE_DIR=<moonep source dir>")
 endif()
 file(READ "${SOURCE_DIR}/CMakeLists.txt" cmake_text)
-file(READ "${SOURCE_DIR}/spack/packages/moonep/package.py" recipe)
+file(READ "${SOURCE_DIR}/spack/spack_repo/moonep/packages/moonep/package.py" recipe)
 if(INJECT_DRIFT)
   string(REPLACE "\"MoonEP_ENABLE_MPI\"" "\"MoonEP_USE_MPI\"" recipe "${recipe}")
 endif()
@@ -30,12 +32,14 @@ endforeach()
 list(REMOVE_DUPLICATES cmake_options)
 
 # Recipe defines and variants.
-string(REGEX MATCHALL "define(_from_variant)?\\(\"(MoonEP_[A-Za-z0-9_]+)\"(, \"[a-z_]+\")?" _defs "${recipe}")
+string(REGEX MATCHALL "define(_from_variant)?\\(\"((MoonEP_|BUILD_SHARED_LIBS)[A-Za-z0-9_]*)\"(, \"[a-z_]+\")?" _defs "${recipe}")
 set(recipe_options "")
 set(variants_used "")
 foreach(_m IN LISTS _defs)
-  string(REGEX REPLACE ".*\\(\"(MoonEP_[A-Za-z0-9_]+)\".*" "\\1" _name "${_m}")
-  list(APPEND recipe_options ${_name})
+  string(REGEX REPLACE ".*\\(\"((MoonEP_|BUILD_SHARED_LIBS)[A-Za-z0-9_]*)\".*" "\\1" _name "${_m}")
+  if(_name MATCHES "^MoonEP_")
+    list(APPEND recipe_options ${_name})
+  endif()
   if(_m MATCHES ", \"([a-z_]+)\"$")
     list(APPEND variants_used ${CMAKE_MATCH_1})
   endif()
@@ -44,6 +48,16 @@ if(recipe MATCHES "variants\\[\"cuda_arch\"\\][^\n]*\n[^\n]*MoonEP_CUDA_ARCHITEC
    OR recipe MATCHES "MoonEP_CUDA_ARCHITECTURES\"[^\n]*cuda_arch")
   list(APPEND variants_used cuda_arch)
 endif()
+# Variants passed on to Kokkos only.
+string(REGEX MATCHALL "depends_on\\(\"kokkos\\+([a-z_]+)\", when=\"\\+([a-z_]+)\"\\)" _kdeps "${recipe}")
+foreach(_m IN LISTS _kdeps)
+  string(REGEX REPLACE ".*kokkos\\+([a-z_]+)\", when=\"\\+([a-z_]+)\".*" "\\1;\\2" _pair "${_m}")
+  list(GET _pair 0 _kv)
+  list(GET _pair 1 _ov)
+  if(_kv STREQUAL _ov)
+    list(APPEND variants_used ${_ov})
+  endif()
+endforeach()
 string(REGEX MATCHALL "variant\\(\"([a-z_]+)\"" _vars "${recipe}")
 set(variants "cuda;cuda_arch")  # inherited from CudaPackage
 foreach(_m IN LISTS _vars)

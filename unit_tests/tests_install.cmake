@@ -23,6 +23,7 @@ add_test(NAME install_test
     -DBUILD_TYPE=${_install_build_type}
     "-DEXTRA_ARGS=${_install_extra}"
     "-DUSER_PREFIXES=${_install_prefixes}"
+    -DHAVE_MPI=${MoonEP_HAVE_MPI} -DHAVE_CUDA=${MoonEP_HAVE_CUDA} "-DKOKKOS_DIR=${Kokkos_DIR}"
     -P ${CMAKE_CURRENT_SOURCE_DIR}/install_test/run_install_test.cmake)
 # Installs the whole build: run it alone, after everything is built.
 set_tests_properties(install_test PROPERTIES RUN_SERIAL TRUE TIMEOUT 600)

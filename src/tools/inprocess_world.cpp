@@ -11,6 +11,7 @@
 #include "plan_summary.hpp"
 #include "plan_worlds.hpp"
 #include "problem_source.hpp"
+#include "progress.hpp"
 
 namespace moonep::tools {
 
@@ -29,41 +30,44 @@ int run_in_this_process(const PlanOptions& o, const char* program, Backend backe
   run.writes_problem = !o.save_problem.empty();
   const std::int64_t limit = memory_limit_of(o);
   MemoryNeed need;
+  // The progress line goes before any error line (its destructor erases it).
+  Progress progress(stderr_is_terminal());
+  progress.phase(o.synthetic() ? "generating the routing" : "reading the problem");
   const Problem problem = load_problem(o, run, limit, &need);
   std::string why;
   if (!backend_available(backend, &why))
     throw RuntimeError(std::string("backend ") + to_string(backend) + " is not available: " + why);
 
+  RunInfo info = describe_run(o, need, limit);
+  info.backend = to_string(backend);
   HostPlan plan;
-  std::vector<double> seconds;
-  std::string details;  // how the backend ran the steps, for the timing line
   {
     KokkosSession kokkos(program, o.kokkos_args);
     auto planner = make(problem.config);
     planner->load(problem.routing,
                   problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr);
+    progress.phase("planning", o.steps);
     for (int i = 0; i < o.steps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       planner->step();
       const auto t1 = std::chrono::steady_clock::now();
-      seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+      info.step_seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+      progress.advance();
     }
+    progress.phase("copying the plan out");
     plan = planner->result();
-    details = planner->details();
+    info.ran = planner->details();
   }
 
   release_freed_memory();  // the planner's
+  progress.phase("writing the files");
   if (!o.output.empty()) write_plan_file(plan, o.output);
   if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
-  if (o.synthetic() || o.summary) {
-    const std::string how = details.empty() ? "" : ": " + details;
-    char timing[320];
-    std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, backend %s%s)",
-                  median_us(seconds), o.steps, o.steps == 1 ? "" : "s", to_string(backend), how.c_str());
-    // The plan owns standard output when it is written there.
-    std::ostream& out = writes_to_standard_output(o.output) ? std::cerr : std::cout;
-    print_summary(out, summarize(plan, problem.routing), describe_source(o), timing);
-    out << "memory: " << describe_memory(need, limit) << "\n";
+  if (wants_summary(o)) {
+    progress.phase("summing up");
+    const PlanSummary summary = summarize(plan, problem.routing);
+    progress.stop();
+    print_report(o, summary, info);
   }
   return 0;
 }

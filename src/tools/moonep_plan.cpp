@@ -30,6 +30,10 @@ int main(int argc, char* argv[]) {
       std::cout << tools::plan_usage();
       return 0;
     }
+    if (options.version) {
+      std::cout << tools::plan_version();
+      return 0;
+    }
     tools::refuse_plain_run_under_mpi(options.world == tools::World::mpi);
     const char* program = argc > 0 ? argv[0] : "moonep-plan";
     if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);

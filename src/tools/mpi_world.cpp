@@ -232,13 +232,15 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
     if (rank != 0) return;
     if (!o.output.empty()) write_plan_file(plan, o.output);
     if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
-    if (o.synthetic() || o.summary) {
-      char timing[200];
-      std::snprintf(timing, sizeof timing, "%.1f us (median of %d step%s, slowest of %d MPI ranks, %s world)",
-                    median_us(seconds), o.steps, o.steps == 1 ? "" : "s", size, world_name.c_str());
-      std::ostream& out = writes_to_standard_output(o.output) ? std::cerr : std::cout;
-      print_summary(out, summarize(plan, problem.routing), describe_source(o), timing);
-      out << "memory: " << describe_memory(need, limit) << " on rank 0\n";
+    if (wants_summary(o)) {
+      RunInfo info = describe_run(o, need, limit);
+      info.memory += " on rank 0";
+      info.backend = to_string(Backend::portable);
+      info.ran = "MPI world " + world_name;
+      info.mpi_world = world_name;
+      info.processes = size;
+      info.step_seconds = seconds;
+      print_report(o, summarize(plan, problem.routing), info);
     }
   });
 }

@@ -9,6 +9,7 @@
 
 #include "memory_budget.hpp"
 #include "moonep/error.hpp"
+#include "moonep/moonep_config.hpp"
 
 namespace moonep::tools {
 namespace {
@@ -83,6 +84,11 @@ options:
   --steps N             plan N times, report the median time per step
                         (default 20 in synthetic mode, 1 with --input)
   --summary             with --input, print the summary too
+  --json                print the summary as one JSON object (implies
+                        --summary)
+  --table STYLE         the summary's per-rank table: auto (default: every
+                        rank up to 32 ranks, else the extremes and a
+                        histogram) | full | compact
   --memory-limit SIZE   refuse (exit 2) a run estimated to need more memory
                         than SIZE (512M, 4G, none; default 4G or half of
                         this machine's memory, whichever is less)
@@ -90,6 +96,7 @@ options:
                         processes at any one point (default
                         $MOONEP_MPI_TIMEOUT, else 300)
   --help                this text
+  --version             the version and what this build has
 
 synthetic options (defaults in brackets):
   --ranks R [8]  --experts E [256]  --topk K [8]  --tokens S [4096]
@@ -103,6 +110,15 @@ The summary goes to standard output, or to standard error when the plan
 does. Kokkos options (--kokkos-...) are passed on to Kokkos.
 Exit status: 0 success, 2 bad usage or input, 1 runtime failure.
 )";
+}
+
+std::string plan_version() {
+  std::string v = "moonep-plan " MOONEP_VERSION_STRING "\n";
+  v += "built with Kokkos " MOONEP_KOKKOS_VERSION_BUILT "\n";
+  v += "backends: reference, portable";
+  v += MOONEP_HAVE_CUDA ? ", cuda (CUDA specialization)\n" : " (no CUDA specialization)\n";
+  v += MOONEP_HAVE_MPI ? "worlds: inprocess, mpi\n" : "worlds: inprocess (no MPI worlds)\n";
+  return v;
 }
 
 PlanOptions parse_plan_options(int argc, const char* const* argv) {
@@ -122,6 +138,14 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       o.summary = true;
       continue;
     }
+    if (arg == "--json") {
+      o.json = true;
+      continue;
+    }
+    if (arg == "--version") {
+      o.version = true;
+      continue;
+    }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2)
       throw UsageError("unexpected argument '" + arg + "' (see --help)");
     std::string name = arg, value;
@@ -133,7 +157,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       static const char* const known[] = {
           "--input", "--output", "--backend", "--world", "--devices", "--mpi-world", "--steps", "--ranks", "--experts",
           "--topk", "--tokens", "--copy-slots", "--token-padding", "--imbalance", "--seed",
-          "--save-problem", "--memory-limit", "--mpi-timeout"};
+          "--save-problem", "--memory-limit", "--mpi-timeout", "--table"};
       bool is_known = false;
       for (const char* k : known) is_known = is_known || name == k;
       if (!is_known) throw UsageError("unknown option '" + arg + "' (see --help)");
@@ -174,6 +198,11 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       if (value != "auto" && value != "shared" && value != "rma")
         throw UsageError("--mpi-world: unknown kind '" + value + "' (expected auto, shared or rma)");
       o.mpi_world = value;
+    } else if (name == "--table") {
+      if (value == "auto") o.table = TableStyle::automatic;
+      else if (value == "full") o.table = TableStyle::full;
+      else if (value == "compact") o.table = TableStyle::compact;
+      else throw UsageError("--table: unknown style '" + value + "' (expected auto, full or compact)");
     } else if (name == "--memory-limit") {
       o.memory_limit = parse_memory_size(name, value);
     } else if (name == "--mpi-timeout") {

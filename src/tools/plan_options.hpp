@@ -9,6 +9,7 @@
 
 #include "moonep/backend.hpp"
 #include "moonep/config.hpp"
+#include "plan_summary.hpp"
 
 namespace moonep::tools {
 
@@ -38,7 +39,10 @@ struct PlanOptions {
   // worlds' default (moonep/mpi_world.hpp).
   double mpi_timeout = 0;
   bool summary = false;  // print the human summary (always in synthetic mode)
+  bool json = false;     // print the summary as one JSON object instead
+  TableStyle table = TableStyle::automatic;  // --table: the per-rank rows
   bool help = false;
+  bool version = false;
 
   // Synthetic mode. The default is one step of a DeepSeek-V3-like layer
   // (256 experts, top-8) on 8 ranks with 4096 tokens each and a typically
@@ -60,5 +64,8 @@ PlanOptions parse_plan_options(int argc, const char* const* argv);
 
 // The --help text.
 std::string plan_usage();
+
+// The --version text: "moonep-plan 0.1.0" and what this build has.
+std::string plan_version();
 
 }  // namespace moonep::tools

@@ -2,6 +2,7 @@
 #include "problem_source.hpp"
 
 #include <cstdio>
+#include <iostream>
 #include <string>
 
 #include "moonep/error.hpp"
@@ -65,6 +66,28 @@ std::string describe_source(const PlanOptions& o) {
                 "synthetic step (lognormal expert popularity, imbalance %.2f, seed %llu)",
                 o.imbalance, static_cast<unsigned long long>(o.seed));
   return buf;
+}
+
+RunInfo describe_run(const PlanOptions& o, const MemoryNeed& need, std::int64_t limit) {
+  RunInfo run;
+  run.source = describe_source(o);
+  run.input = o.input;
+  run.imbalance = o.imbalance;
+  run.seed = o.seed;
+  run.world = o.world == World::mpi ? "mpi" : "inprocess";
+  run.memory_estimate = need.peak();
+  run.memory_limit = limit;
+  run.memory = describe_memory(need, limit);
+  return run;
+}
+
+bool wants_summary(const PlanOptions& o) { return o.synthetic() || o.summary || o.json; }
+
+void print_report(const PlanOptions& o, const PlanSummary& summary, const RunInfo& run) {
+  // The plan owns standard output when it is written there.
+  std::ostream& out = writes_to_standard_output(o.output) ? std::cerr : std::cout;
+  if (o.json) print_summary_json(out, summary, run);
+  else print_summary(out, summary, run, o.table);
 }
 
 }  // namespace moonep::tools

@@ -7,6 +7,7 @@
 #include "memory_budget.hpp"
 #include "moonep/io.hpp"
 #include "plan_options.hpp"
+#include "plan_summary.hpp"
 
 namespace moonep::tools {
 
@@ -29,5 +30,15 @@ std::int64_t memory_limit_of(const PlanOptions& options, int processes_on_node =
 // "problem file plan.json" or "synthetic step (lognormal expert popularity,
 // imbalance 1.00, seed 1)".
 std::string describe_source(const PlanOptions& options);
+
+// The RunInfo fields that come from the options and the memory estimate.
+RunInfo describe_run(const PlanOptions& options, const MemoryNeed& need, std::int64_t memory_limit);
+
+// Whether the run prints a summary (synthetic mode, --summary, --json).
+bool wants_summary(const PlanOptions& options);
+
+// Prints the summary, as a table or (--json) one JSON object, on standard
+// output, or on standard error when the plan is written to standard output.
+void print_report(const PlanOptions& options, const PlanSummary& summary, const RunInfo& run);
 
 }  // namespace moonep::tools

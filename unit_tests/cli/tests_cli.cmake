@@ -194,3 +194,35 @@ moonep_cli_test(synthetic_files
 moonep_cli_test(synthetic_plan_to_stdout
   ARGS "--ranks|2|--experts|8|--topk|2|--tokens|16|--copy-slots|1|--token-padding|4|--steps|1|--output|-"
   EXPECT_RC 0 ALLOW_STDERR EXPECT_STDOUT "{\"ranks\":2,\"experts\":8")
+
+# ---- --version, --json, --table
+moonep_cli_test(version ARGS "--version" EXPECT_RC 0
+  EXPECT_STDOUT "moonep-plan ${PROJECT_VERSION}|built with Kokkos ${MoonEP_KOKKOS_VERSION}|backends: reference, portable")
+# The JSON summary, parsed and checked against the plan and problem files
+# of the same run (check_summary_json.cpp).
+add_executable(moonep_check_summary_json ${_cli_dir}/check_summary_json.cpp)
+target_link_libraries(moonep_check_summary_json PRIVATE moonep nlohmann_json::nlohmann_json)
+set(_w ${_cli_work}/json_synthetic)
+moonep_cli_test(json_synthetic
+  ARGS "--ranks|8|--experts|64|--topk|4|--tokens|512|--copy-slots|4|--token-padding|16|--imbalance|1.5|--steps|3|--backend|reference|--json|--save-problem|${_w}/problem.json|--output|${_w}/plan.json"
+  EXPECT_RC 0 EXPECT_STDOUT "{\"" STDOUT_FILE ${_w}/summary.json
+  CHECK "$<TARGET_FILE:moonep_check_summary_json>|${_w}/summary.json|${_w}/problem.json|${_w}/plan.json|3|reference")
+set(_w ${_cli_work}/json_input)
+moonep_cli_test(json_input
+  ARGS "--input|${_cli_dir}/problems/good.json|--output|${_w}/plan.json|--json|--steps|2|--backend|portable"
+  EXPECT_RC 0 EXPECT_STDOUT "\"mode\":\"file\"" STDOUT_FILE ${_w}/summary.json
+  CHECK "$<TARGET_FILE:moonep_check_summary_json>|${_w}/summary.json|${_cli_dir}/problems/good.json|${_w}/plan.json|2|portable")
+# Many ranks: the extremes and a histogram, not a row per rank.
+moonep_cli_test(table_compact
+  ARGS "--ranks|64|--experts|256|--topk|2|--tokens|64|--copy-slots|2|--token-padding|4|--steps|1"
+  EXPECT_RC 0
+  EXPECT_STDOUT "64 ranks: the 4 busiest and the 4 least loaded|   ...|ranks per range|load after: 128 on every rank|max/mean ")
+moonep_cli_test(bad_table ARGS "--table|wide" EXPECT_RC 2 EXPECT_STDERR "--table: unknown style 'wide'")
+# Progress: only on a terminal (script(1) provides one), only past a second.
+find_program(MoonEP_SCRIPT NAMES script)
+if(MoonEP_SCRIPT)
+  add_test(NAME cli_progress_on_terminal_only
+    COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:moonep-plan> -DSCRIPT=${MoonEP_SCRIPT}
+            -DWORK=${_cli_work}/progress -P ${_cli_dir}/check_progress_tty.cmake)
+  set_tests_properties(cli_progress_on_terminal_only PROPERTIES TIMEOUT 120)
+endif()
