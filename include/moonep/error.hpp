@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace moonep {
 
@@ -38,5 +39,8 @@ std::string printable(std::string_view text, std::size_t max_token = 120);
 // printable(), then an over-long middle is cut ("... "), keeping the start
 // (file and field path) and the end.
 std::string one_line_message(std::string_view text, std::size_t max_chars = 280);
+
+// Ranks named in a message: "rank 3", "ranks 1, 2 and 5".
+std::string ranks_text(const std::vector<int>& ranks);
 
 }  // namespace moonep

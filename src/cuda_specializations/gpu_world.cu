@@ -90,14 +90,6 @@ class DeviceScope {
   int saved_ = 0;
 };
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
-}
 
 }  // namespace
 

@@ -145,33 +145,34 @@ class MpiPeers final : public impl::WorldPeers {
       throw RuntimeError(std::string(kWho) + ": waited " + std::to_string(timeout_s_) + " s for " + what);
     }
   }
-  void send_descriptor(int sock, int fd) const {
+  // One byte with room for one descriptor beside it (SCM_RIGHTS).
+  struct OneDescriptor {
     char byte = 'c';
-    iovec io{&byte, 1};
+    iovec io{};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    OneDescriptor(const OneDescriptor&) = delete;
+    OneDescriptor() {
+      io = iovec{&byte, 1};
+      m.msg_iov = &io;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+    }
+  };
+  void send_descriptor(int sock, int fd) const {
+    OneDescriptor d;
+    cmsghdr* c = CMSG_FIRSTHDR(&d.m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    if (::sendmsg(sock, &m, MSG_NOSIGNAL) != 1) fail("sendmsg");
+    if (::sendmsg(sock, &d.m, MSG_NOSIGNAL) != 1) fail("sendmsg");
   }
   int receive_descriptor(int sock) const {
-    char byte = 0;
-    iovec io{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    if (::recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1) fail("recvmsg");
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    OneDescriptor d;
+    if (::recvmsg(sock, &d.m, MSG_CMSG_CLOEXEC) != 1) fail("recvmsg");
+    cmsghdr* c = CMSG_FIRSTHDR(&d.m);
     if (!c || c->cmsg_type != SCM_RIGHTS) {
       throw RuntimeError(std::string(kWho) + ": another process sent no chunk");
     }

@@ -151,4 +151,13 @@ std::string one_line_message(std::string_view text, std::size_t max_chars) {
   return joined(units, 0, head) + cut + joined(units, tail, units.size());
 }
 
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
 }  // namespace moonep

@@ -69,16 +69,6 @@ std::string seconds(double s) {
   return buf;
 }
 
-// "rank 3", "ranks 1, 2 and 5"
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
-    s += std::to_string(ranks[i]);
-  }
-  return s;
-}
-
 // Leaves at once with `status`, without MPI_Finalize: a process that never
 // came would hold it forever. mpirun sees the exit and ends the job.
 [[noreturn]] void leave(int status) {
