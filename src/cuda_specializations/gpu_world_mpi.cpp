@@ -58,15 +58,29 @@ class MpiPeers final : public impl::WorldPeers {
     }
   }
   ~MpiPeers() override {
+    // With a collective still pending (a peer never came) the buffers and
+    // the communicator are left to MPI_Finalize: freeing them would let
+    // the late exchange write into freed memory.
+    if (broken_) {
+      new std::vector<char>(std::move(send_));  // deliberately never freed
+      new std::vector<char>(std::move(recv_));
+      return;
+    }
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   void allgather(const void* mine, std::size_t bytes, void* all) override {
+    // Through buffers of this object: after a timeout the exchange is
+    // still pending and will write into them, so they must outlive it.
+    send_.assign(static_cast<const char*>(mine), static_cast<const char*>(mine) + bytes);
+    recv_.assign(bytes * static_cast<std::size_t>(size_), 0);
     MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Iallgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE, comm_, &req);
+    MPI_Iallgather(send_.data(), static_cast<int>(bytes), MPI_BYTE, recv_.data(), static_cast<int>(bytes), MPI_BYTE,
+                   comm_, &req);
     wait(req, "exchanging the ranks' state");
+    std::memcpy(all, recv_.data(), recv_.size());
   }
   void barrier() override {
     MPI_Request req = MPI_REQUEST_NULL;
@@ -121,11 +135,25 @@ class MpiPeers final : public impl::WorldPeers {
   }
 
  private:
+  // Waits for a collective. A peer may come late by its own kernel's
+  // bounded waits (a rank that never launched makes the others wait
+  // timeout_s in their kernels before they reach check()), so the bound
+  // here is longer. After a timeout the request stays pending (MPI cannot
+  // cancel a collective): this world is broken, and says so from then on.
   void wait(MPI_Request& req, const char* what) {
-    if (!mpi_wait_for(req, timeout_s_)) {
-      throw RuntimeError(std::string(kWho) + ": not every process came within " + std::to_string(timeout_s_) +
-                         " s (" + what + ")");
+    if (broken_) throw RuntimeError(std::string(kWho) + ": an earlier exchange between the processes never completed");
+    const double bound = 3 * timeout_s_ + 1;
+    if (!mpi_wait_for(req, bound)) {
+      broken_ = true;
+      pending_ = req;
+      throw RuntimeError(std::string(kWho) + ": not every process came within " + seconds(bound) + " (" + what +
+                         "); this world cannot be used any more");
     }
+  }
+  static std::string seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", s);
+    return buf;
   }
   [[noreturn]] void fail(const char* call) const {
     throw RuntimeError(std::string(kWho) + ": " + call + " failed while handing over the chunks: " +
@@ -142,7 +170,7 @@ class MpiPeers final : public impl::WorldPeers {
     pollfd p{fd, POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(timeout_s_ * 1000));
     if (n <= 0) {
-      throw RuntimeError(std::string(kWho) + ": waited " + std::to_string(timeout_s_) + " s for " + what);
+      throw RuntimeError(std::string(kWho) + ": waited " + seconds(timeout_s_) + " for " + what);
     }
   }
   // One byte with room for one descriptor beside it (SCM_RIGHTS).
@@ -184,6 +212,9 @@ class MpiPeers final : public impl::WorldPeers {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   double timeout_s_;
+  std::vector<char> send_, recv_;  // the allgather's buffers (see allgather)
+  bool broken_ = false;
+  MPI_Request pending_ = MPI_REQUEST_NULL;  // a collective that timed out
 };
 
 }  // namespace
