@@ -38,6 +38,9 @@ export LD_LIBRARY_PATH=$MPI_HOME/lib/x86_64-linux-gnu/openmpi/lib:$MPI_HOME/deps
 export PMIX_MCA_mca_base_component_path=$MPI_HOME/lib/x86_64-linux-gnu/pmix2/lib/pmix
 export OMPI_MCA_mca_base_param_files=$MPI_HOME/etc/openmpi-mca-params.conf
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi,psm,psm2 OMPI_MCA_osc=^ucx
+# PMIx's zlib compression component does not load relocated (it is only a
+# speed-up of its own messages): no warnings about it.
+export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_show_load_errors=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 ENV
 du -sh "$DEST"
