@@ -66,25 +66,28 @@ HostPlan to_host(const P& planner) {
   return out;
 }
 
-// Plans with an existing planner.
+// Plans with an existing planner. A ragged step (tokens given) hands the
+// counts in a view of R values, and routing views of exactly s_r*K ids.
 template <class P>
-HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
-  const auto views = to_views<typename P::memory_space>(routing);
-  if (tpe) {
-    const auto tv = to_views<typename P::memory_space>(*tpe);
-    planner.plan(views, &tv);
-  } else {
-    planner.plan(views);
-  }
-  return to_host(planner);
+HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr,
+                   const TokensPerRank* tokens = nullptr) {
+  using Mem = typename P::memory_space;
+  const auto views = to_views<Mem>(routing);
+  const auto tv = tpe ? to_views<Mem>(*tpe) : decltype(views){};
+  const auto counts = tokens ? to_views<Mem>({*tokens}) : decltype(views){};
+  planner.plan(views, tpe ? &tv : nullptr, tokens ? &counts[0] : nullptr);
+  HostPlan out = to_host(planner);
+  if (tokens) out.tokens_per_rank = *tokens;
+  return out;
 }
 
 // Plans with a fresh world and planner.
 template <class P>
-HostPlan plan_fresh(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+HostPlan plan_fresh(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr,
+                    const TokensPerRank* tokens = nullptr) {
   InProcessWorld<typename P::memory_space> world(c.ranks);
   P planner(c, world);
-  return plan_with(planner, routing, tpe);
+  return plan_with(planner, routing, tpe, tokens);
 }
 
 }  // namespace moonep::test

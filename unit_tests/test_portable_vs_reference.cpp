@@ -8,6 +8,8 @@
 #include <string>
 
 #include "moonep/reference.hpp"
+#include "support/plan_invariants.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_portable_support.hpp"
 
 using namespace moonep;
@@ -88,4 +90,59 @@ TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a few la
     const Config c = Config{16, 1024, 8, 512, 8, 4};
     REQUIRE(check_same<TestType>(c, make_routing(c, Shape::skewed, 9), true) == "");
   }
+}
+
+// Ragged steps (docs/spec/planning.md "Ragged steps") on the portable phases
+// of every execution space: the same plans as the reference, whose
+// hand-computed ragged cases are in test_reference_ragged.cpp, and every
+// invariant with CAP_r. (The CUDA specialization refuses ragged steps; see
+// test_portable_bad_input.cpp.)
+TEMPLATE_LIST_TEST_CASE("the portable phases match the reference on randomized ragged steps", "[portable][ragged]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  Rng rng{0x2A66ED};
+  const int ranks_choice[] = {1, 2, 3, 4, 5, 8, 16};
+  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
+                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
+  int empty_ranks = 0, full_ranks = 0, remainders = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    const int R = ranks_choice[rng.below(7)];
+    const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 6);
+    const int K = trial % 11 == 0 ? 32 : 1 + rng.below(8);
+    const int S = trial % 13 == 0 ? 1 : 1 + rng.below(48);
+    const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
+    const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
+    const Config c = Config{R, R * epn, K, S, B, tp};
+    const TokensPerRank tokens = ragged_tokens(c, trial, rng);
+    const Routing routing = cut_to_tokens(c, make_routing(c, shapes[trial % 6], 3000 + trial), tokens);
+    INFO("trial " << trial << ": " << describe(c));
+    const HostPlan expected = plan_reference(c, routing, nullptr, &tokens);
+    const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
+    const HostPlan got = plan_fresh<TestType>(c, routing, trial % 2 ? &tpe : nullptr, &tokens);
+    REQUIRE(plan_difference(expected, got) == "");
+    REQUIRE(check_plan_invariants(c, routing, got, &tokens) == "");
+    std::int64_t T = 0;
+    for (const auto s : tokens) {
+      empty_ranks += s == 0;
+      full_ranks += s == S;
+      T += static_cast<std::int64_t>(s) * K;
+    }
+    remainders += T % R != 0;
+  }
+  CHECK(empty_ranks > 100);
+  CHECK(full_ranks > 100);
+  CHECK(remainders > 30);
+}
+
+TEMPLATE_LIST_TEST_CASE("ragged steps at sizes where the kernels cut ranks into several blocks", "[portable][ragged]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  // S*K = 131072 entries per rank: several host blocks (2048+) and many
+  // device blocks (<= 1024), so the cut falls inside, at and past blocks.
+  const Config c = Config{4, 64, 8, 16384, 4, 16};
+  const TokensPerRank tokens = {16384, 0, 256, 9999};
+  const Routing routing = cut_to_tokens(c, make_routing(c, Shape::skewed, 8), tokens);
+  const HostPlan got = plan_fresh<TestType>(c, routing, nullptr, &tokens);
+  REQUIRE(plan_difference(plan_reference(c, routing, nullptr, &tokens), got) == "");
+  CHECK(check_plan_invariants(c, routing, got, &tokens) == "");
 }

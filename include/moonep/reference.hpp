@@ -37,6 +37,9 @@ void validate_rank_input(const Config& config, int rank, const std::int32_t* rou
 void validate_rank_input(const Config& config, int rank, const std::int32_t* routing,
                          std::int64_t routing_len, const std::int32_t* tokens_per_expert,
                          std::int64_t tpe_len, int tokens);
+// tokens_per_rank alone: R counts, each in 0..S (InputError naming the
+// field, and the rank of the first bad count).
+void validate_tokens_per_rank(const Config& config, const TokensPerRank& tokens_per_rank);
 // "" when s_r = `tokens` is a token count of rank `rank` (0..S), else the
 // message, naming tokens_per_rank[rank].
 std::string rank_tokens_error(const Config& config, int rank, std::int64_t tokens);

@@ -71,6 +71,17 @@ void validate_rank_input(const Config& c, int rank, const std::int32_t* routing,
   }
 }
 
+void validate_tokens_per_rank(const Config& c, const TokensPerRank& tokens) {
+  if (static_cast<int>(tokens.size()) != c.ranks) {
+    throw InputError("tokens_per_rank has " + std::to_string(tokens.size()) + " counts, expected ranks = " +
+                     std::to_string(c.ranks));
+  }
+  for (int r = 0; r < c.ranks; ++r) {
+    const std::string why = rank_tokens_error(c, r, tokens[r]);
+    if (!why.empty()) throw InputError(why);
+  }
+}
+
 void validate_problem(const Config& c, const Routing& routing, const TokensPerExpert* tpe,
                       const TokensPerRank* tokens_per_rank) {
   validate(c);
@@ -83,10 +94,7 @@ void validate_problem(const Config& c, const Routing& routing, const TokensPerEx
     m << "tokens_per_expert has " << tpe->size() << " rank arrays, expected ranks = " << c.ranks;
     throw InputError(m.str());
   }
-  if (tokens_per_rank && static_cast<int>(tokens_per_rank->size()) != c.ranks) {
-    m << "tokens_per_rank has " << tokens_per_rank->size() << " counts, expected ranks = " << c.ranks;
-    throw InputError(m.str());
-  }
+  if (tokens_per_rank) validate_tokens_per_rank(c, *tokens_per_rank);
   for (int r = 0; r < c.ranks; ++r) {
     const auto& row = routing[r];
     validate_rank_input(c, r, row.data(), static_cast<std::int64_t>(row.size()),
