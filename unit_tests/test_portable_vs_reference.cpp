@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "moonep/backend.hpp"
 #include "moonep/reference.hpp"
 #include "support/plan_invariants.hpp"
 #include "support/ragged_steps.hpp"
@@ -145,4 +146,27 @@ TEMPLATE_LIST_TEST_CASE("ragged steps at sizes where the kernels cut ranks into 
   const HostPlan got = plan_fresh<TestType>(c, routing, nullptr, &tokens);
   REQUIRE(plan_difference(plan_reference(c, routing, nullptr, &tokens), got) == "");
   CHECK(check_plan_invariants(c, routing, got, &tokens) == "");
+}
+
+TEST_CASE("the portable HostPlanner plans ragged steps like the reference, full ones between", "[portable][ragged]") {
+  const Config c = Config{4, 16, 4, 32, 2, 4};
+  auto planner = make_host_planner(Backend::portable, c);
+  Rng rng{99};
+  for (int step = 0; step < 8; ++step) {
+    INFO("step " << step);
+    const Routing full = make_routing(c, Shape::skewed, 40 + step);
+    if (step % 2 == 0) {
+      const TokensPerRank tokens = ragged_tokens(c, step, rng);
+      const Routing routing = cut_to_tokens(c, full, tokens);
+      planner->load(routing, nullptr, &tokens);
+      planner->step();
+      const HostPlan got = planner->result();
+      REQUIRE(got.tokens_per_rank == std::optional<TokensPerRank>(tokens));
+      REQUIRE(plan_difference(plan_reference(c, routing, nullptr, &tokens), got) == "");
+    } else {
+      planner->load(full);
+      planner->step();
+      REQUIRE(plan_difference(plan_reference(c, full), planner->result()) == "");
+    }
+  }
 }
