@@ -62,6 +62,13 @@ std::string parse_error(const std::string& text) {
   return "";
 }
 
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced_in(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
 std::string plan_parse_error(const std::string& text) {
   try {
     moonep::parse_plan(text);
@@ -311,12 +318,7 @@ TEST_CASE("bad plan files name the field") {
   moonep::Config c{2, 4, 2, 2, 1, 2};
   const auto plan = moonep::plan_reference(c, {{0, 1, 2, 3}, {3, 3, 1, 0}});
   const std::string good = moonep::plan_to_json(plan);
-  auto replaced = [&](const std::string& from, const std::string& to) {
-    std::string t = good;
-    const auto at = t.find(from);
-    REQUIRE(at != std::string::npos);
-    return t.replace(at, from.size(), to);
-  };
+  auto replaced = [&](const std::string& from, const std::string& to) { return replaced_in(good, from, to); };
   CHECK(plan_parse_error(good) == "");
   CHECK(plan_parse_error(replaced("\"slots\":", "\"slots\":1")).find("slots: got ") == 0);
   CHECK(plan_parse_error(replaced("\"rank\":1", "\"rank\":0")).find("plans[1].rank: got 0, expected 1") == 0);
@@ -464,12 +466,7 @@ TEST_CASE("a ragged plan file repeats tokens_per_rank, dst cut to s_r*topk") {
   CHECK(*back.tokens_per_rank == tokens);
   CHECK(moonep::plan_difference(plan, back) == "");
   // Bad plan files name the field and index.
-  auto replaced = [&](const std::string& from, const std::string& to) {
-    std::string t = text;
-    const auto at = t.find(from);
-    REQUIRE(at != std::string::npos);
-    return t.replace(at, from.size(), to);
-  };
+  auto replaced = [&](const std::string& from, const std::string& to) { return replaced_in(text, from, to); };
   CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0]", "\"tokens_per_rank\":[1,3]")) ==
         "tokens_per_rank[1] = 3 is outside 0..tokens = 0..2");
   CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0]", "\"tokens_per_rank\":[1]")) ==

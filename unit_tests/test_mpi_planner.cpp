@@ -23,6 +23,10 @@ namespace {
 using Exec = Kokkos::DefaultHostExecutionSpace;
 using MpiPlanner = Planner<Exec>;
 using InputView = MpiPlanner::input_view;
+using moonep::test::kShapes;
+using moonep::test::sweep_config;
+using moonep::test::SweepShape;
+const SweepShape kSweep{8, 7, 64, 11};
 
 InputView to_view(const std::vector<std::int32_t>& row) {
   Kokkos::View<std::int32_t*, Kokkos::HostSpace> v("test_input", row.size());
@@ -71,21 +75,16 @@ std::string plan_ragged_and_compare(MpiPlanner& planner, const Routing& full, co
 
 TEST_CASE("MPI planner: ragged steps match the reference, alternating with full steps, both worlds") {
   const int R = moonep_test::world_size();
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = make_mpi_world(MPI_COMM_WORLD, kind);
     Rng rng{2020};  // the same sequence on every process
     for (int trial = 0; trial < 12; ++trial) {
-      const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 8);
-      const int K = trial % 7 == 0 ? 32 : 1 + rng.below(8);
-      const int S = 1 + rng.below(64);
-      const Config c = Config{R, R * epn, K, S, 1 + rng.below(3), 1 + rng.below(9)};
+      const Config c = sweep_config(rng, trial, R, kSweep);
       MpiPlanner planner(c, *world);
       // One planner: ragged, full, ragged again (stale data would show).
       for (int step = 0; step < 3; ++step) {
         INFO("world " << to_string(kind) << ", trial " << trial << ", step " << step << ": " << describe(c));
-        const Routing full = make_routing(c, shapes[(trial + step) % 6], 700 + 10 * trial + step);
+        const Routing full = make_routing(c, kShapes[(trial + step) % 6], 700 + 10 * trial + step);
         if (step == 1) {
           CHECK(plan_and_compare(planner, full, trial % 2 == 0) == "");
         } else {
@@ -129,19 +128,12 @@ TEST_CASE("MPI planner: a bad count on one rank is an InputError on every rank")
 
 TEST_CASE("MPI planner: bit-exact against the reference on random problems, both worlds") {
   const int R = moonep_test::world_size();
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = make_mpi_world(MPI_COMM_WORLD, kind);
     Rng rng{77};  // the same sequence on every process
     for (int trial = 0; trial < 24; ++trial) {
-      const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 8);
-      const int K = trial % 7 == 0 ? 32 : 1 + rng.below(8);
-      const int S = trial % 11 == 0 ? 1 : 1 + rng.below(64);
-      const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
-      const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-      const Config c = Config{R, R * epn, K, S, B, tp};
-      const Routing routing = make_routing(c, shapes[trial % 6], 500 + trial);
+      const Config c = sweep_config(rng, trial, R, kSweep);
+      const Routing routing = make_routing(c, kShapes[trial % 6], 500 + trial);
       INFO("world " << to_string(kind) << ", trial " << trial << ": " << describe(c));
       MpiPlanner planner(c, *world);
       CHECK(plan_and_compare(planner, routing, trial % 2 == 1) == "");

@@ -18,6 +18,25 @@ namespace moonep::test {
 using Rng = moonep::impl::SplitMix64;
 
 enum class Shape { uniform, skewed, heavy_skew, one_expert, repeated_in_token, random_dups };
+// Every shape, in the order the sweeps cycle through them.
+inline constexpr Shape kShapes[] = {Shape::uniform,    Shape::skewed,            Shape::heavy_skew,
+                                    Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
+
+// The randomized sweeps' configuration of trial `trial` on R ranks: a third
+// with E == R, else up to max_epn experts per rank; K = 32 every
+// k32_every-th trial; S = 1 every s1_every-th, else up to max_s; some with
+// B beyond the remote experts; a quarter with tp = 1.
+struct SweepShape {
+  int max_epn, k32_every, max_s, s1_every;
+};
+inline Config sweep_config(Rng& rng, int trial, int R, const SweepShape& w) {
+  const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : w.max_epn);
+  const int K = trial % w.k32_every == 0 ? 32 : 1 + rng.below(8);
+  const int S = trial % w.s1_every == 0 ? 1 : 1 + rng.below(w.max_s);
+  const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
+  const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
+  return Config{R, R * epn, K, S, B, tp};
+}
 
 inline Routing make_routing(const Config& c, Shape shape, std::uint64_t seed) {
   Rng rng{seed};

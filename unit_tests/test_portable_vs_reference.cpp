@@ -18,6 +18,9 @@ using namespace moonep::test;
 
 namespace {
 
+const int kSweepRanks[] = {1, 2, 3, 4, 5, 8, 16};
+const SweepShape kSweep{6, 11, 48, 13};
+
 template <class P>
 std::string check_same(const Config& c, const Routing& routing, bool give_tpe = false) {
   const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
@@ -31,19 +34,10 @@ std::string check_same(const Config& c, const Routing& routing, bool give_tpe = 
 TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a randomized sweep", "[portable]", PlannerVariants) {
   INFO(variant_name<TestType>());
   Rng rng{2024};
-  const int ranks_choice[] = {1, 2, 3, 4, 5, 8, 16};
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   int checked = 0;
   for (int trial = 0; trial < 360; ++trial) {
-    const int R = ranks_choice[rng.below(7)];
-    const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 6);  // a third with E == R
-    const int K = trial % 11 == 0 ? 32 : 1 + rng.below(8);
-    const int S = trial % 13 == 0 ? 1 : 1 + rng.below(48);
-    const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);    // some with B > remote experts
-    const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-    const Config c = Config{R, R * epn, K, S, B, tp};
-    const Shape shape = shapes[trial % 6];
+    const Config c = sweep_config(rng, trial, kSweepRanks[rng.below(7)], kSweep);
+    const Shape shape = kShapes[trial % 6];
     const Routing routing = make_routing(c, shape, 1000 + trial);
     INFO("trial " << trial << ": " << describe(c) << " shape " << static_cast<int>(shape));
     REQUIRE(check_same<TestType>(c, routing, trial % 2 == 1) == "");
@@ -102,20 +96,12 @@ TEMPLATE_LIST_TEST_CASE("the portable phases match the reference on randomized r
                         PortableVariants) {
   INFO(variant_name<TestType>());
   Rng rng{0x2A66ED};
-  const int ranks_choice[] = {1, 2, 3, 4, 5, 8, 16};
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   int empty_ranks = 0, full_ranks = 0, remainders = 0;
   for (int trial = 0; trial < 240; ++trial) {
-    const int R = ranks_choice[rng.below(7)];
-    const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 6);
-    const int K = trial % 11 == 0 ? 32 : 1 + rng.below(8);
-    const int S = trial % 13 == 0 ? 1 : 1 + rng.below(48);
-    const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
-    const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-    const Config c = Config{R, R * epn, K, S, B, tp};
+    const Config c = sweep_config(rng, trial, kSweepRanks[rng.below(7)], kSweep);
+    const int R = c.ranks, K = c.topk, S = c.tokens;
     const TokensPerRank tokens = ragged_tokens(c, trial, rng);
-    const Routing routing = cut_to_tokens(c, make_routing(c, shapes[trial % 6], 3000 + trial), tokens);
+    const Routing routing = cut_to_tokens(c, make_routing(c, kShapes[trial % 6], 3000 + trial), tokens);
     INFO("trial " << trial << ": " << describe(c));
     const HostPlan expected = plan_reference(c, routing, nullptr, &tokens);
     const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
