@@ -34,7 +34,8 @@ std::map<std::string, std::string> good_fields() {
 
 std::string problem_text(const std::map<std::string, std::string>& fields) {
   static const char* const order[] = {"ranks",  "experts",       "topk",    "tokens",
-                                      "copy_slots", "token_padding", "routing", "tokens_per_expert"};
+                                      "copy_slots", "token_padding", "routing", "tokens_per_expert",
+                                      "tokens_per_rank"};
   std::string out = "{";
   for (const char* key : order) {
     const auto it = fields.find(key);
@@ -59,6 +60,13 @@ std::string parse_error(const std::string& text) {
     return e.what();
   }
   return "";
+}
+
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced_in(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
 }
 
 std::string plan_parse_error(const std::string& text) {
@@ -310,12 +318,7 @@ TEST_CASE("bad plan files name the field") {
   moonep::Config c{2, 4, 2, 2, 1, 2};
   const auto plan = moonep::plan_reference(c, {{0, 1, 2, 3}, {3, 3, 1, 0}});
   const std::string good = moonep::plan_to_json(plan);
-  auto replaced = [&](const std::string& from, const std::string& to) {
-    std::string t = good;
-    const auto at = t.find(from);
-    REQUIRE(at != std::string::npos);
-    return t.replace(at, from.size(), to);
-  };
+  auto replaced = [&](const std::string& from, const std::string& to) { return replaced_in(good, from, to); };
   CHECK(plan_parse_error(good) == "");
   CHECK(plan_parse_error(replaced("\"slots\":", "\"slots\":1")).find("slots: got ") == 0);
   CHECK(plan_parse_error(replaced("\"rank\":1", "\"rank\":0")).find("plans[1].rank: got 0, expected 1") == 0);
@@ -377,4 +380,102 @@ TEST_CASE("reading a missing problem file is an InputError naming it") {
     CHECK(std::string(e.what()) ==
           "cannot read problem file '/nonexistent/moonep/problem.json': No such file or directory");
   }
+}
+
+// Ragged steps (docs/spec/planning.md "Ragged steps"): the problem's
+// tokens_per_rank is read and written, and the plan file repeats it.
+namespace {
+std::string ragged_problem(const std::string& tokens, const std::string& routing) {
+  auto f = good_fields();
+  f["tokens_per_rank"] = tokens;
+  f["routing"] = routing;
+  return problem_text(f);
+}
+}  // namespace
+
+TEST_CASE("tokens_per_rank is read when present, routing then holds s_r*topk ids; null is absent") {
+  const auto p = moonep::parse_problem(ragged_problem("[2, 1]", "[[0, 1, 2, 3], [3, 3]]"));
+  REQUIRE(p.tokens_per_rank.has_value());
+  CHECK(*p.tokens_per_rank == moonep::TokensPerRank{2, 1});
+  CHECK(p.routing == moonep::Routing{{0, 1, 2, 3}, {3, 3}});
+  CHECK(moonep::parse_problem(ragged_problem("[0, 0]", "[[], []]")).tokens_per_rank == moonep::TokensPerRank{0, 0});
+  CHECK_FALSE(moonep::parse_problem(with("tokens_per_rank", "null")).tokens_per_rank);
+}
+
+TEST_CASE("bad tokens_per_rank values are one error line naming the field and index") {
+  CHECK(parse_error(ragged_problem("[2, 3]", "[[0, 1, 2, 3], [3, 3]]")) ==
+        "tokens_per_rank[1] = 3 is outside 0..tokens = 0..2");
+  CHECK(parse_error(ragged_problem("[-1, 1]", "[[0, 1, 2, 3], [3, 3]]")) ==
+        "tokens_per_rank[0] = -1 is outside 0..tokens = 0..2");
+  CHECK(parse_error(ragged_problem("[2]", "[[0, 1, 2, 3], [3, 3]]")) ==
+        "tokens_per_rank has 1 counts, expected ranks = 2");
+  CHECK(parse_error(ragged_problem("[2, \"a\"]", "[[0, 1, 2, 3], [3, 3]]")) ==
+        "tokens_per_rank[1]: expected an integer token count, got \"a\"");
+  CHECK(parse_error(ragged_problem("[2, 1.5]", "[[0, 1, 2, 3], [3, 3]]")).rfind("tokens_per_rank[1]: expected", 0) == 0);
+  CHECK(parse_error(ragged_problem("{}", "[[0, 1, 2, 3], [3, 3]]"))
+            .rfind("tokens_per_rank: expected an array with one token count per rank", 0) == 0);
+  // The routing must hold exactly s_r*topk ids.
+  CHECK(parse_error(ragged_problem("[2, 1]", "[[0, 1, 2, 3], [3, 3, 1, 0]]")) ==
+        "routing[1] has 4 entries, expected tokens_per_rank[1]*topk = 1*2 = 2");
+}
+
+TEST_CASE("ragged problems round-trip through problem_to_json") {
+  moonep::Problem p;
+  p.config = {4, 32, 4, 64, 2, 8};
+  p.tokens_per_rank = moonep::TokensPerRank{64, 0, 17, 1};
+  p.routing = moonep::synthetic_routing(p.config, 1.5, 3);
+  for (int r = 0; r < 4; ++r) p.routing[r].resize(static_cast<std::size_t>((*p.tokens_per_rank)[r]) * 4);
+  p.tokens_per_expert = moonep::count_tokens_per_expert(p.config, p.routing);
+  const std::string text = moonep::problem_to_json(p);
+  CHECK(text.find("\"tokens_per_rank\":[64,0,17,1]") != std::string::npos);
+  const auto back = moonep::parse_problem(text);
+  CHECK(back.routing == p.routing);
+  CHECK(back.tokens_per_expert == p.tokens_per_expert);
+  CHECK(back.tokens_per_rank == p.tokens_per_rank);
+  // And a full problem does not grow the field.
+  p.tokens_per_rank.reset();
+  p.routing = moonep::synthetic_routing(p.config, 1.5, 3);
+  p.tokens_per_expert.reset();
+  CHECK(moonep::problem_to_json(p).find("tokens_per_rank") == std::string::npos);
+}
+
+TEST_CASE("a ragged plan file repeats tokens_per_rank, dst cut to s_r*topk") {
+  // R=2 E=2 K=1 S=2 B=1 tp=1, s = [1, 0], routing [[1], []]; NvS = 2.
+  // T = 1, CAP = [1, 0]; load = [0, 1], balance = [-1, 1]: rank 1 moves its
+  // one entry to rank 0 (z[1][0] = 1, alloc[0][1] = 1), which copies e1
+  // (experts_to_copy [[1], [-1]], remote_stats [1, 0] and [0, 1]); rank 0's
+  // groups: e0 empty, e1 picked (empty), copy slot e1 [0, 1): cu (0, 0, 1);
+  // the entry lands in slot 0 of rank 0: dst [0], src_info (0, -1).
+  const moonep::Config c{2, 2, 1, 2, 1, 1};
+  const moonep::TokensPerRank tokens = {1, 0};
+  const auto plan = moonep::plan_reference(c, {{1}, {}}, nullptr, &tokens);
+  const std::string expected =
+      "{\"ranks\":2,\"experts\":2,\"topk\":1,\"tokens\":2,\"copy_slots\":1,\"token_padding\":1,"
+      "\"tokens_per_rank\":[1,0],\"slots\":2,\"plans\":[\n"
+      "{\"rank\":0,\"dst\":[0],\"cu_seqlens\":[0,0,1],\"zero_fill_ranges\":[[0,0],[0,0],[0,0]],"
+      "\"experts_to_copy\":[[1],[-1]],\"remote_stats\":[1,0],\"src_info\":[0,-1],"
+      "\"dup_groups\":[],\"dup_loffs\":[],\"dup_counts\":[0,0]},\n"
+      "{\"rank\":1,\"dst\":[],\"cu_seqlens\":[0,0,0],\"zero_fill_ranges\":[[0,0],[0,0],[0,0]],"
+      "\"experts_to_copy\":[[1],[-1]],\"remote_stats\":[0,1],\"src_info\":[-1,-1],"
+      "\"dup_groups\":[],\"dup_loffs\":[],\"dup_counts\":[0,0]}\n"
+      "]}\n";
+  const std::string text = moonep::plan_to_json(plan);
+  CHECK(text == expected);
+  const auto back = moonep::parse_plan(text);
+  REQUIRE(back.tokens_per_rank);
+  CHECK(*back.tokens_per_rank == tokens);
+  CHECK(moonep::plan_difference(plan, back) == "");
+  // Bad plan files name the field and index.
+  auto replaced = [&](const std::string& from, const std::string& to) { return replaced_in(text, from, to); };
+  CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0]", "\"tokens_per_rank\":[1,3]")) ==
+        "tokens_per_rank[1] = 3 is outside 0..tokens = 0..2");
+  CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0]", "\"tokens_per_rank\":[1]")) ==
+        "tokens_per_rank has 1 counts, expected ranks = 2");
+  CHECK(plan_parse_error(replaced("\"dst\":[]", "\"dst\":[5]")) ==
+        "plans[1].dst has 1 values, expected tokens_per_rank[1]*topk = 0*1 = 0");
+  CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0]", "\"tokens_per_rank\":[2,0]")) ==
+        "plans[0].dst has 1 values, expected tokens_per_rank[0]*topk = 2*1 = 2");
+  // Without the field the plan is read as a full one, whose dst is S*K.
+  CHECK(plan_parse_error(replaced("\"tokens_per_rank\":[1,0],", "")) ==
+        "plans[0].dst has 1 values, expected tokens*topk = 2");
 }

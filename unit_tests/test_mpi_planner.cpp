@@ -9,18 +9,24 @@
 #include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
 #include "mpi_test_support.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_portable_support.hpp"
 
 using namespace moonep;
 using moonep::test::make_routing;
 using moonep::test::Rng;
 using moonep::test::Shape;
+using moonep::TokensPerRank;
 
 namespace {
 
 using Exec = Kokkos::DefaultHostExecutionSpace;
 using MpiPlanner = Planner<Exec>;
 using InputView = MpiPlanner::input_view;
+using moonep::test::kShapes;
+using moonep::test::sweep_config;
+using moonep::test::SweepShape;
+const SweepShape kSweep{8, 7, 64, 11};
 
 InputView to_view(const std::vector<std::int32_t>& row) {
   Kokkos::View<std::int32_t*, Kokkos::HostSpace> v("test_input", row.size());
@@ -45,23 +51,89 @@ std::string plan_and_compare(MpiPlanner& planner, const Routing& routing, bool g
   return plan_difference(expected.ranks[me], planner.last_plan().to_host(0));
 }
 
+// The same for a ragged step (docs/spec/planning.md "Ragged steps"): this
+// process hands its s_r*K ids in a view of S*K (the tail holds ids that are
+// not experts, which must not be read) and the counts of every rank in a
+// view of R; its plan must be the reference's for its rank, dst cut to s_r*K.
+std::string plan_ragged_and_compare(MpiPlanner& planner, const Routing& full, const TokensPerRank& tokens,
+                                    bool give_tpe) {
+  const Config& c = planner.config();
+  const int me = planner.world().local_ranks().at(0);
+  const Routing routing = moonep::test::cut_to_tokens(c, full, tokens);
+  std::vector<std::int32_t> staged = routing[me];
+  staged.resize(static_cast<std::size_t>(c.entries()), c.experts);
+  const std::vector<InputView> mine{to_view(staged)};
+  const InputView counts = to_view(tokens);
+  const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
+  const std::vector<InputView> my_tpe{to_view(tpe[me])};
+  planner.plan(mine, give_tpe ? &my_tpe : nullptr, &counts);
+  const HostPlan expected = plan_reference(c, routing, nullptr, &tokens);
+  return plan_difference(expected.ranks[me], planner.last_plan().to_host(0));
+}
+
 }  // namespace
+
+TEST_CASE("MPI planner: ragged steps match the reference, alternating with full steps, both worlds") {
+  const int R = moonep_test::world_size();
+  for (const auto kind : moonep_test::world_kinds()) {
+    auto world = make_mpi_world(MPI_COMM_WORLD, kind);
+    Rng rng{2020};  // the same sequence on every process
+    for (int trial = 0; trial < 12; ++trial) {
+      const Config c = sweep_config(rng, trial, R, kSweep);
+      MpiPlanner planner(c, *world);
+      // One planner: ragged, full, ragged again (stale data would show).
+      for (int step = 0; step < 3; ++step) {
+        INFO("world " << to_string(kind) << ", trial " << trial << ", step " << step << ": " << describe(c));
+        const Routing full = make_routing(c, kShapes[(trial + step) % 6], 700 + 10 * trial + step);
+        if (step == 1) {
+          CHECK(plan_and_compare(planner, full, trial % 2 == 0) == "");
+        } else {
+          const TokensPerRank tokens = moonep::test::ragged_tokens(c, trial + step, rng);
+          CHECK(plan_ragged_and_compare(planner, full, tokens, trial % 2 == 1) == "");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("MPI planner: a bad count on one rank is an InputError on every rank") {
+  const int R = moonep_test::world_size(), me = moonep_test::world_rank();
+  const Config c = Config{R, 4 * R, 2, 16, 2, 4};
+  const Routing full = make_routing(c, Shape::skewed, 32);
+  for (const auto kind : moonep_test::world_kinds()) {
+    auto world = make_mpi_world(MPI_COMM_WORLD, kind);
+    MpiPlanner planner(c, *world);
+    for (int bad = 0; bad < R; ++bad) {
+      INFO("world " << to_string(kind) << ", bad rank " << bad);
+      // Each process reads only its own count: the bad one is seen by `bad`.
+      TokensPerRank tokens(static_cast<std::size_t>(R), 8);
+      if (me == bad) tokens[me] = c.tokens + 1;
+      const std::vector<InputView> mine{to_view(full[me])};
+      const InputView counts = to_view(tokens);
+      std::string what;
+      try {
+        planner.plan(mine, nullptr, &counts);
+      } catch (const InputError& e) {
+        what = e.what();
+      }
+      if (me == bad) {
+        CHECK(what == "tokens_per_rank[" + std::to_string(bad) + "] = 17 is outside 0..tokens = 0..16");
+      } else {
+        CHECK(what == "input rejected on another rank; nothing was planned");
+      }
+      CHECK(plan_ragged_and_compare(planner, full, TokensPerRank(static_cast<std::size_t>(R), 3), false) == "");
+    }
+  }
+}
 
 TEST_CASE("MPI planner: bit-exact against the reference on random problems, both worlds") {
   const int R = moonep_test::world_size();
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = make_mpi_world(MPI_COMM_WORLD, kind);
     Rng rng{77};  // the same sequence on every process
     for (int trial = 0; trial < 24; ++trial) {
-      const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 8);
-      const int K = trial % 7 == 0 ? 32 : 1 + rng.below(8);
-      const int S = trial % 11 == 0 ? 1 : 1 + rng.below(64);
-      const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
-      const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-      const Config c = Config{R, R * epn, K, S, B, tp};
-      const Routing routing = make_routing(c, shapes[trial % 6], 500 + trial);
+      const Config c = sweep_config(rng, trial, R, kSweep);
+      const Routing routing = make_routing(c, kShapes[trial % 6], 500 + trial);
       INFO("world " << to_string(kind) << ", trial " << trial << ": " << describe(c));
       MpiPlanner planner(c, *world);
       CHECK(plan_and_compare(planner, routing, trial % 2 == 1) == "");

@@ -11,6 +11,7 @@
 
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_portable_support.hpp"
 
 using namespace moonep;
@@ -138,3 +139,68 @@ TEMPLATE_LIST_TEST_CASE("bad configurations are rejected by the constructor", "[
   { Config b = c; b.ranks = 128; b.experts = 128; b.tokens = 1 << 20; b.topk = 32; rejects(b, 128, "int32"); }
   rejects(c, 2, "world has 2 ranks");
 }
+
+// Ragged steps (docs/spec/planning.md "Ragged steps"): a count outside 0..S,
+// a routing view shorter than s_r*K, a counts view of the wrong length and
+// tokens_per_expert that does not match the s_r*K ids are rejected like any
+// bad input, naming field and rank, before the shared buffer is touched.
+TEMPLATE_LIST_TEST_CASE("bad ragged input is rejected before the shared buffer is touched", "[portable][ragged]",
+                        PortableVariants) {
+  using P = TestType;
+  const Config c = base();
+  const Routing full = make_routing(c, Shape::uniform, 1);
+  SECTION("a count above S on rank 2") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {20, 0, 21, 5};
+      Routing r = cut_to_tokens(c, full, {20, 0, 20, 5});
+      plan_with(p, r, nullptr, &t);
+    }, "tokens_per_rank[2] = 21 is outside 0..tokens = 0..20");
+  }
+  SECTION("a negative count on rank 1") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {20, -1, 3, 5};
+      plan_with(p, cut_to_tokens(c, full, {20, 0, 3, 5}), nullptr, &t);
+    }, "tokens_per_rank[1] = -1 is outside");
+  }
+  SECTION("a routing view shorter than s_r*K on rank 3") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {20, 0, 3, 5};
+      plan_with(p, cut_to_tokens(c, full, {20, 0, 3, 4}), nullptr, &t);
+    }, "routing[3] has 12 entries, expected tokens_per_rank[3]*topk = 5*3 = 15");
+  }
+  SECTION("a counts view of the wrong length") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {20, 0, 3};
+      plan_with(p, full, nullptr, &t);
+    }, "tokens_per_rank has 3 counts, expected ranks = 4");
+  }
+  SECTION("a bad expert id among the tokens rank 0 holds") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {2, 0, 3, 5};
+      Routing r = cut_to_tokens(c, full, t);
+      r[0][5] = c.experts;
+      plan_with(p, r, nullptr, &t);
+    }, "routing[0][5]");
+  }
+  SECTION("tokens_per_expert counting more than the s_r*K ids") {
+    expect_rejected<P>([&](P& p) {
+      const TokensPerRank t = {20, 0, 3, 5};
+      const TokensPerExpert tpe = count_tokens_per_expert(c, full);
+      plan_with(p, cut_to_tokens(c, full, t), &tpe, &t);
+    }, "tokens_per_expert[1]");
+  }
+}
+
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+TEST_CASE("the CUDA specialization refuses a ragged step and plans a full one given as counts", "[cuda][ragged]") {
+  using P = Planner<Kokkos::Cuda, CudaSpecialization>;
+  const Config c = base();
+  InProcessWorld<P::memory_space> world(c.ranks);
+  P planner(c, world);
+  const Routing full = make_routing(c, Shape::skewed, 3);
+  const TokensPerRank ragged = {20, 0, 3, 5};
+  CHECK_THROWS_AS(plan_with(planner, cut_to_tokens(c, full, ragged), nullptr, &ragged), RuntimeError);
+  const TokensPerRank all(4, 20);
+  CHECK(plan_difference(plan_reference(c, full), plan_with(planner, full, nullptr, &all)) == "");
+}
+#endif

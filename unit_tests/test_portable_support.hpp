@@ -18,6 +18,25 @@ namespace moonep::test {
 using Rng = moonep::impl::SplitMix64;
 
 enum class Shape { uniform, skewed, heavy_skew, one_expert, repeated_in_token, random_dups };
+// Every shape, in the order the sweeps cycle through them.
+inline constexpr Shape kShapes[] = {Shape::uniform,    Shape::skewed,            Shape::heavy_skew,
+                                    Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
+
+// The randomized sweeps' configuration of trial `trial` on R ranks: a third
+// with E == R, else up to max_epn experts per rank; K = 32 every
+// k32_every-th trial; S = 1 every s1_every-th, else up to max_s; some with
+// B beyond the remote experts; a quarter with tp = 1.
+struct SweepShape {
+  int max_epn, k32_every, max_s, s1_every;
+};
+inline Config sweep_config(Rng& rng, int trial, int R, const SweepShape& w) {
+  const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : w.max_epn);
+  const int K = trial % w.k32_every == 0 ? 32 : 1 + rng.below(8);
+  const int S = trial % w.s1_every == 0 ? 1 : 1 + rng.below(w.max_s);
+  const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);
+  const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
+  return Config{R, R * epn, K, S, B, tp};
+}
 
 inline Routing make_routing(const Config& c, Shape shape, std::uint64_t seed) {
   Rng rng{seed};
@@ -66,25 +85,28 @@ HostPlan to_host(const P& planner) {
   return out;
 }
 
-// Plans with an existing planner.
+// Plans with an existing planner. A ragged step (tokens given) hands the
+// counts in a view of R values, and routing views of exactly s_r*K ids.
 template <class P>
-HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
-  const auto views = to_views<typename P::memory_space>(routing);
-  if (tpe) {
-    const auto tv = to_views<typename P::memory_space>(*tpe);
-    planner.plan(views, &tv);
-  } else {
-    planner.plan(views);
-  }
-  return to_host(planner);
+HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr,
+                   const TokensPerRank* tokens = nullptr) {
+  using Mem = typename P::memory_space;
+  const auto views = to_views<Mem>(routing);
+  const auto tv = tpe ? to_views<Mem>(*tpe) : decltype(views){};
+  const auto counts = tokens ? to_views<Mem>({*tokens}) : decltype(views){};
+  planner.plan(views, tpe ? &tv : nullptr, tokens ? &counts[0] : nullptr);
+  HostPlan out = to_host(planner);
+  if (tokens) out.tokens_per_rank = *tokens;
+  return out;
 }
 
 // Plans with a fresh world and planner.
 template <class P>
-HostPlan plan_fresh(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr) {
+HostPlan plan_fresh(const Config& c, const Routing& routing, const TokensPerExpert* tpe = nullptr,
+                    const TokensPerRank* tokens = nullptr) {
   InProcessWorld<typename P::memory_space> world(c.ranks);
   P planner(c, world);
-  return plan_with(planner, routing, tpe);
+  return plan_with(planner, routing, tpe, tokens);
 }
 
 }  // namespace moonep::test

@@ -7,13 +7,19 @@
 
 #include <string>
 
+#include "moonep/backend.hpp"
 #include "moonep/reference.hpp"
+#include "support/plan_invariants.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_portable_support.hpp"
 
 using namespace moonep;
 using namespace moonep::test;
 
 namespace {
+
+const int kSweepRanks[] = {1, 2, 3, 4, 5, 8, 16};
+const SweepShape kSweep{6, 11, 48, 13};
 
 template <class P>
 std::string check_same(const Config& c, const Routing& routing, bool give_tpe = false) {
@@ -28,19 +34,10 @@ std::string check_same(const Config& c, const Routing& routing, bool give_tpe = 
 TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a randomized sweep", "[portable]", PlannerVariants) {
   INFO(variant_name<TestType>());
   Rng rng{2024};
-  const int ranks_choice[] = {1, 2, 3, 4, 5, 8, 16};
-  const Shape shapes[] = {Shape::uniform, Shape::skewed, Shape::heavy_skew,
-                          Shape::one_expert, Shape::repeated_in_token, Shape::random_dups};
   int checked = 0;
   for (int trial = 0; trial < 360; ++trial) {
-    const int R = ranks_choice[rng.below(7)];
-    const int epn = 1 + rng.below(trial % 3 == 0 ? 1 : 6);  // a third with E == R
-    const int K = trial % 11 == 0 ? 32 : 1 + rng.below(8);
-    const int S = trial % 13 == 0 ? 1 : 1 + rng.below(48);
-    const int B = 1 + rng.below(trial % 5 == 0 ? 12 : 3);    // some with B > remote experts
-    const int tp = trial % 4 == 0 ? 1 : 1 + rng.below(9);
-    const Config c = Config{R, R * epn, K, S, B, tp};
-    const Shape shape = shapes[trial % 6];
+    const Config c = sweep_config(rng, trial, kSweepRanks[rng.below(7)], kSweep);
+    const Shape shape = kShapes[trial % 6];
     const Routing routing = make_routing(c, shape, 1000 + trial);
     INFO("trial " << trial << ": " << describe(c) << " shape " << static_cast<int>(shape));
     REQUIRE(check_same<TestType>(c, routing, trial % 2 == 1) == "");
@@ -87,5 +84,75 @@ TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a few la
   SECTION("E = 1024, R = 16") {
     const Config c = Config{16, 1024, 8, 512, 8, 4};
     REQUIRE(check_same<TestType>(c, make_routing(c, Shape::skewed, 9), true) == "");
+  }
+}
+
+// Ragged steps (docs/spec/planning.md "Ragged steps") on the portable phases
+// of every execution space: the same plans as the reference, whose
+// hand-computed ragged cases are in test_reference_ragged.cpp, and every
+// invariant with CAP_r. (The CUDA specialization refuses ragged steps; see
+// test_portable_bad_input.cpp.)
+TEMPLATE_LIST_TEST_CASE("the portable phases match the reference on randomized ragged steps", "[portable][ragged]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  Rng rng{0x2A66ED};
+  int empty_ranks = 0, full_ranks = 0, remainders = 0;
+  for (int trial = 0; trial < 240; ++trial) {
+    const Config c = sweep_config(rng, trial, kSweepRanks[rng.below(7)], kSweep);
+    const int R = c.ranks, K = c.topk, S = c.tokens;
+    const TokensPerRank tokens = ragged_tokens(c, trial, rng);
+    const Routing routing = cut_to_tokens(c, make_routing(c, kShapes[trial % 6], 3000 + trial), tokens);
+    INFO("trial " << trial << ": " << describe(c));
+    const HostPlan expected = plan_reference(c, routing, nullptr, &tokens);
+    const TokensPerExpert tpe = count_tokens_per_expert(c, routing);
+    const HostPlan got = plan_fresh<TestType>(c, routing, trial % 2 ? &tpe : nullptr, &tokens);
+    REQUIRE(plan_difference(expected, got) == "");
+    REQUIRE(check_plan_invariants(c, routing, got, &tokens) == "");
+    std::int64_t T = 0;
+    for (const auto s : tokens) {
+      empty_ranks += s == 0;
+      full_ranks += s == S;
+      T += static_cast<std::int64_t>(s) * K;
+    }
+    remainders += T % R != 0;
+  }
+  CHECK(empty_ranks > 100);
+  CHECK(full_ranks > 100);
+  CHECK(remainders > 30);
+}
+
+TEMPLATE_LIST_TEST_CASE("ragged steps at sizes where the kernels cut ranks into several blocks", "[portable][ragged]",
+                        PortableVariants) {
+  INFO(variant_name<TestType>());
+  // S*K = 131072 entries per rank: several host blocks (2048+) and many
+  // device blocks (<= 1024), so the cut falls inside, at and past blocks.
+  const Config c = Config{4, 64, 8, 16384, 4, 16};
+  const TokensPerRank tokens = {16384, 0, 256, 9999};
+  const Routing routing = cut_to_tokens(c, make_routing(c, Shape::skewed, 8), tokens);
+  const HostPlan got = plan_fresh<TestType>(c, routing, nullptr, &tokens);
+  REQUIRE(plan_difference(plan_reference(c, routing, nullptr, &tokens), got) == "");
+  CHECK(check_plan_invariants(c, routing, got, &tokens) == "");
+}
+
+TEST_CASE("the portable HostPlanner plans ragged steps like the reference, full ones between", "[portable][ragged]") {
+  const Config c = Config{4, 16, 4, 32, 2, 4};
+  auto planner = make_host_planner(Backend::portable, c);
+  Rng rng{99};
+  for (int step = 0; step < 8; ++step) {
+    INFO("step " << step);
+    const Routing full = make_routing(c, Shape::skewed, 40 + step);
+    if (step % 2 == 0) {
+      const TokensPerRank tokens = ragged_tokens(c, step, rng);
+      const Routing routing = cut_to_tokens(c, full, tokens);
+      planner->load(routing, nullptr, &tokens);
+      planner->step();
+      const HostPlan got = planner->result();
+      REQUIRE(got.tokens_per_rank == std::optional<TokensPerRank>(tokens));
+      REQUIRE(plan_difference(plan_reference(c, routing, nullptr, &tokens), got) == "");
+    } else {
+      planner->load(full);
+      planner->step();
+      REQUIRE(plan_difference(plan_reference(c, full), planner->result()) == "");
+    }
   }
 }

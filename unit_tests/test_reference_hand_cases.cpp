@@ -26,6 +26,19 @@
 //  case 9  R=5 E=5 K=1 S=4 B=1 tp=1  a deficit tie whose order decides which
 //                                     donor serves which receiver
 //
+// Ragged steps (docs/spec/planning.md "Ragged steps"; T = sum s_r*K,
+// CAP_r = T div R + (r < T mod R)):
+//  case R1  R=2 E=4 K=2 S=4 B=1 tp=1, s = [4, 0]     a rank with no tokens
+//                                                    still receives CAP_1 = 4
+//  case R2  R=3 E=3 K=1 S=4 B=1 tp=1, s = [1, 4, 2]  one full rank; T mod R
+//                                                    = 1 puts the remainder
+//                                                    on rank 0
+//  case R3  R=4 E=4 K=2 S=2 B=1 tp=1, s = [1, 2, 0, 2]  T mod R = 2: ranks 0
+//                                                    and 1 take one more;
+//                                                    three receivers of one
+//                                                    donor, dedup on each
+//  case R4  R=2 E=2 K=2 S=3 B=1 tp=2, s = [0, 0]     an empty step
+//
 // Notation: tpe[r][e], cum, total, load, balance, z, alloc, acum as in
 // docs/spec/planning.md; NvS = round_up(S*K + 2*epn*(tp-1), tp); dst = d*NvS +
 // loff; src_info = r*NvS + i; a duplicate is stored as -dst-1.
@@ -76,7 +89,7 @@ V repeat(V head, std::size_t total, std::int32_t fill) {
 
 void check_plan(const moonep::Config& c, const moonep::Routing& routing,
                 const moonep::HostPlan& plan, const V& experts_to_copy,
-                const std::vector<RankExpect>& want) {
+                const std::vector<RankExpect>& want, const moonep::TokensPerRank* tokens = nullptr) {
   REQUIRE(plan.ranks.size() == want.size());
   for (std::size_t d = 0; d < want.size(); ++d) {
     INFO("rank " << d);
@@ -95,10 +108,25 @@ void check_plan(const moonep::Config& c, const moonep::Routing& routing,
   }
   // The hand-computed plan also satisfies every invariant (and the checker
   // accepts a plan known to be right).
-  CHECK(check_plan_invariants(c, routing, plan) == "");
+  CHECK(check_plan_invariants(c, routing, plan, tokens) == "");
   // Handing in the matching tokens_per_expert changes nothing.
   const auto tpe = moonep::count_tokens_per_expert(c, routing);
-  CHECK(moonep::plan_difference(moonep::plan_reference(c, routing, &tpe), plan) == "");
+  CHECK(moonep::plan_difference(moonep::plan_reference(c, routing, &tpe, tokens), plan) == "");
+}
+
+// A ragged step's plan (docs/spec/planning.md "Ragged steps"): as above,
+// the plan repeating the counts, and the reference HostPlanner agreeing.
+void check_ragged_plan(const moonep::Config& c, const moonep::Routing& routing, const moonep::TokensPerRank& tokens,
+                       const V& experts_to_copy, std::vector<RankExpect> want) {
+  const moonep::HostPlan plan = moonep::plan_reference(c, routing, nullptr, &tokens);
+  REQUIRE(plan.tokens_per_rank);
+  CHECK(*plan.tokens_per_rank == tokens);
+  for (auto& w : want) w.zero_fill_ranges.assign(2 * static_cast<std::size_t>(c.groups()), 0);  // tp = 1 or empty
+  check_plan(c, routing, plan, experts_to_copy, want, &tokens);
+  auto planner = moonep::make_host_planner(moonep::Backend::reference, c);
+  planner->load(routing, nullptr, &tokens);
+  planner->step();
+  CHECK(moonep::plan_difference(planner->result(), plan) == "");
 }
 
 // Routing shared by cases 1 and 2 (token-major, K=2, 4 tokens per rank).
@@ -431,4 +459,108 @@ TEST_CASE("the reference HostPlanner gives the hand-computed plan too") {
   const auto via_planner = moonep::plan_host(moonep::Backend::reference, c, routing);
   CHECK(moonep::plan_difference(via_planner, moonep::plan_reference(c, routing)) == "");
   CHECK(via_planner.ranks[3].dst == V{5, 15, 8, 14});
+}
+
+// Case R1: R=2 E=4 K=2 S=4 B=1 tp=1, s = [4, 0]. epn=2, NvS=8.
+//  N = [8, 0], T = 8, CAP = [4, 4].
+//  rank 0's routing is hand case 1's: tpe[0] = [4,3,1,0] (e0 at i0,2,5,7;
+//  e1 at i1,3,4; e2 at i6); tpe[1] = 0.
+//  total = [4,3,1,0], load = [7,1], balance = [7-4, 1-4] = [3,-3]
+//  step 2: move 3 from 0 to 1, z[0][1] = 3; balances 0: stop.
+//  step 3 h=0: quota[1]=3, remaining [4,3] -> j=0 takes 3: alloc[1][0]=3,
+//          alloc[0][0]=1.
+//  alloc[0] = [1,3,0,0], alloc[1] = [3,0,1,0]
+//  step 4: rank 0 no remote entries -> [0,.], slot -1; rank 1 remote e0=3
+//          -> copies e0, remote_stats[1][0]=1, remote_stats[0][1]=1.
+//  step 5 rank 0: g0 e0 [0,1), g1 e1 [1,4) -> cu [1,4,4,4,4].
+//         rank 1: g0 picked, g1 0, g2 e2 [0,1), g3 0, g4 e0 [1,4)
+//          -> cu [0,0,1,1,4]; offsets e2=0, e0=1.
+//  step 6: acum e0 = [1,4], e1 = [3,3], e2 = [0,1].
+//   i0 e0 G0 -> d0 0 | i1 e1 G0 -> d0 1 | i2 e0 G1 -> d1 1+0 = 9 |
+//   i3 e1 G1 -> d0 2 | i4 e1 G2 -> d0 3 | i5 e0 G2 -> d1 1+1 = 10 |
+//   i6 e2 G0 -> d1 0 = 8 | i7 e0 G3 -> d1 1+2 = 11
+//   src_info[0] = [0,1,3,4,-1..], src_info[1] = [6,2,5,7,-1..]
+//  step 7: tokens (0,1) both on d0 -> i1 = -2; (9,2) (3,10) keep;
+//          (8,11) both on d1 -> i7 = -12.
+//  step 8: rank 0 {0:[1]}, rank 1 {0:[3]}.
+TEST_CASE("ragged case R1: a rank with no tokens still receives its share") {
+  const moonep::Config c{2, 4, 2, 4, 1, 1};
+  const moonep::Routing routing = {{0, 1, 0, 1, 1, 0, 2, 0}, {}};
+  check_ragged_plan(c, routing, {4, 0}, {-1, 0},
+             {{{0, -2, 9, 2, 3, 10, 8, -12}, {1, 4, 4, 4, 4}, {}, {0, 1}, {0, 1, 3, 4, -1, -1, -1, -1}, {{0, {1}}}},
+              {{}, {0, 0, 1, 1, 4}, {}, {1, 0}, {6, 2, 5, 7, -1, -1, -1, -1}, {{0, {3}}}}});
+}
+
+// Case R2: R=3 E=3 K=1 S=4 B=1 tp=1, s = [1, 4, 2]. epn=1, NvS=4.
+//  routing: rank 0 [2], rank 1 [1,1,2,1], rank 2 [1,0].
+//  N = [1,4,2], T = 7, CAP = 7 div 3 + (r < 1) = [3,2,2].
+//  tpe[0] = [0,0,1], tpe[1] = [0,3,1], tpe[2] = [1,1,0]
+//  total = load = [1,4,2], balance = [-2,2,0]
+//  step 2: move 2 from 1 to 0, z[1][0] = 2; all 0: stop.
+//  step 3 h=1: quota[0]=2 takes 2 of e1: alloc[0][1]=2, alloc[1][1]=2.
+//  alloc[0] = [1,2,0], alloc[1] = [0,2,0], alloc[2] = [0,0,2]
+//  step 4: rank 0 copies e1 (remote_stats [1,0]; rank 1's [0,1]); ranks 1
+//          and 2 have no remote entries (-1).
+//  step 5 rank 0: g0 e0 [0,1), g1 picked, g2 0, g3 e1 [1,3) -> cu [1,1,1,3]
+//         rank 1: g1 e1 [0,2) -> cu [0,2,2,2]; rank 2: g2 e2 [0,2) -> [0,0,2,2]
+//  step 6: acum e0 = [1,1,1], e1 = [2,4,4], e2 = [0,0,2];
+//          cum[r-1]: e0 [0,0,1], e1 [0,3,4], e2 [0,1,2].
+//   rank 0: i0 e2 G0 -> d2 0 = 8
+//   rank 1: i0 e1 G0 -> d0 1 | i1 e1 G1 -> d0 2 | i2 e2 G1 -> d2 1 = 9 |
+//           i3 e1 G2 -> d1 (p=2) 0 = 4
+//   rank 2: i0 e1 G3 -> d1 1 = 5 | i1 e0 G0 -> d0 0
+//   src_info[0] = [9,4,5,-1], [1] = [7,8,-1,-1], [2] = [0,6,-1,-1]
+//  K = 1: no dedup.
+TEST_CASE("ragged case R2: one full rank, the remainder on the lowest rank") {
+  const moonep::Config c{3, 3, 1, 4, 1, 1};
+  const moonep::Routing routing = {{2}, {1, 1, 2, 1}, {1, 0}};
+  check_ragged_plan(c, routing, {1, 4, 2}, {1, -1, -1},
+             {{{8}, {1, 1, 1, 3}, {}, {1, 0}, {9, 4, 5, -1}, {}},
+              {{1, 2, 9, 4}, {0, 2, 2, 2}, {}, {0, 1}, {7, 8, -1, -1}, {}},
+              {{5, 0}, {0, 0, 2, 2}, {}, {0, 0}, {0, 6, -1, -1}, {}}});
+}
+
+// Case R3: R=4 E=4 K=2 S=2 B=1 tp=1, s = [1, 2, 0, 2]. epn=1, NvS=4.
+//  routing: rank 0 (3,3); rank 1 (3,0) (1,3); rank 2 none; rank 3 (3,2) (3,3).
+//  N = [2,4,0,4], T = 10, CAP = 10 div 4 + (r < 2) = [3,3,2,2].
+//  total = load = [1,1,1,7], balance = [-2,-2,-1,5]
+//  step 2: 3 -> 0 moves 2 (deficit tie to the lowest rank) [0,-2,-1,3];
+//          3 -> 1 moves 2 [0,0,-1,1]; 3 -> 2 moves 1; stop.
+//  step 3 h=3: quotas [2,2,1]: alloc[0][3]=2, alloc[1][3]=2, alloc[2][3]=1,
+//          alloc[3][3]=2.
+//  step 4: ranks 0,1,2 copy e3 (remote_stats [1,0]); rank 3 copies nothing
+//          and three copies are made of its expert: [0,3].
+//  step 5 (5 groups): rank 0 g0 e0 [0,1), g4 e3 [1,3) -> cu [1,1,1,1,3];
+//         rank 1 g1 e1 [0,1), g4 e3 [1,3) -> [0,1,1,1,3];
+//         rank 2 g2 e2 [0,1), g4 e3 [1,2) -> [0,0,1,1,2];
+//         rank 3 g3 e3 [0,2) -> [0,0,0,2,2].
+//  step 6: acum e3 = [2,4,5,7]; cum[r-1][e3] = [0,2,4,4].
+//   rank 0: i0 e3 G0 -> d0 1 | i1 e3 G1 -> d0 2
+//   rank 1: i0 e3 G2 -> d1 1 = 5 | i1 e0 G0 -> d0 0 | i2 e1 G0 -> d1 0 = 4 |
+//           i3 e3 G3 -> d1 2 = 6
+//   rank 3: i0 e3 G4 -> d2 1 = 9 | i1 e2 G0 -> d2 0 = 8 | i2 e3 G5 -> d3 0 =
+//           12 | i3 e3 G6 -> d3 1 = 13
+//   src_info[0] = [5,0,1,-1], [1] = [6,4,7,-1], [2] = [13,12,-1,-1],
+//   [3] = [14,15,-1,-1]
+//  step 7: rank 0 (1,2) -> (1,-3); rank 1 (5,0) keep, (4,6) -> (4,-7);
+//          rank 3 (9,8) -> (9,-9), (12,13) -> (12,-14).
+//  step 8: rank 0 {1:[2]}, rank 1 {0:[2]}, rank 2 {1:[0]}, rank 3 {0:[1]}.
+TEST_CASE("ragged case R3: T mod R = 2 puts one more on ranks 0 and 1") {
+  const moonep::Config c{4, 4, 2, 2, 1, 1};
+  const moonep::Routing routing = {{3, 3}, {3, 0, 1, 3}, {}, {3, 2, 3, 3}};
+  check_ragged_plan(c, routing, {1, 2, 0, 2}, {3, 3, 3, -1},
+             {{{1, -3}, {1, 1, 1, 1, 3}, {}, {1, 0}, {5, 0, 1, -1}, {{1, {2}}}},
+              {{5, 0, 4, -7}, {0, 1, 1, 1, 3}, {}, {1, 0}, {6, 4, 7, -1}, {{0, {2}}}},
+              {{}, {0, 0, 1, 1, 2}, {}, {1, 0}, {13, 12, -1, -1}, {{1, {0}}}},
+              {{9, -9, 12, -14}, {0, 0, 0, 2, 2}, {}, {0, 3}, {14, 15, -1, -1}, {{0, {1}}}}});
+}
+
+// Case R4: R=2 E=2 K=2 S=3 B=1 tp=2, s = [0, 0]. NvS = round_up(6 + 2*1*1, 2)
+//  = 8. T = 0, CAP = [0, 0]: nothing to move, every group empty, every slot
+//  -1, no copies.
+TEST_CASE("ragged case R4: an empty step") {
+  const moonep::Config c{2, 2, 2, 3, 1, 2};
+  const V none(8, -1);
+  check_ragged_plan(c, moonep::Routing{{}, {}}, {0, 0}, {-1, -1},
+             {{{}, {0, 0, 0}, {}, {0, 0}, none, {}}, {{}, {0, 0, 0}, {}, {0, 0}, none, {}}});
 }

@@ -7,4 +7,5 @@ moonep_add_test(test_reference
   test_reference_bad_input.cpp
   test_reference_plan_difference.cpp
   test_reference_synthetic.cpp
+  test_reference_ragged.cpp
   support/plan_invariants.cpp)

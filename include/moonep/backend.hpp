@@ -29,8 +29,18 @@ class HostPlanner {
  public:
   virtual ~HostPlanner() = default;
   virtual Backend backend() const = 0;
-  // Validates (InputError on bad input, state unchanged) and stages the input.
+  // Validates (InputError on bad input, state unchanged) and stages the input
+  // of a full step (every rank holds S tokens).
   virtual void load(const Routing& routing, const TokensPerExpert* tokens_per_expert = nullptr) = 0;
+  // The same for a step that may be ragged (docs/spec/planning.md "Ragged
+  // steps"): tokens_per_rank holds R counts s_r (null: every rank S) and
+  // routing[r] s_r*K ids. The reference and portable backends plan ragged
+  // steps; this default, which the cuda backend keeps, validates the input
+  // (InputError) and then refuses a ragged step with RuntimeError ("the cuda
+  // backend does not plan ragged steps yet; use --backend portable"), state
+  // unchanged; counts of S everywhere are a full step and go to load above.
+  virtual void load(const Routing& routing, const TokensPerExpert* tokens_per_expert,
+                    const TokensPerRank* tokens_per_rank);
   // Plans the staged input: the part worth timing.
   virtual void step() = 0;
   // The plan of the last step, copied to host memory.
@@ -46,6 +56,7 @@ std::unique_ptr<HostPlanner> make_host_planner(Backend backend, const Config& co
 
 // Convenience: load + step + result.
 HostPlan plan_host(Backend backend, const Config& config, const Routing& routing,
-                   const TokensPerExpert* tokens_per_expert = nullptr);
+                   const TokensPerExpert* tokens_per_expert = nullptr,
+                   const TokensPerRank* tokens_per_rank = nullptr);
 
 }  // namespace moonep

@@ -23,12 +23,21 @@ struct Config {
   std::int64_t entries() const {                                     // N = S*K
     return static_cast<std::int64_t>(tokens) * topk;
   }
-  std::int64_t capacity() const { return entries(); }                // CAP
+  std::int64_t capacity() const { return entries(); }                // CAP of a full step
   int groups() const { return experts + copy_slots; }                // E + B
   // NvS = round_up(S*K + 2*epn*(tp-1), tp), in 64 bits so an absurd
   // configuration can be reported instead of overflowing.
   std::int64_t slots() const;
 };
+
+// Ragged steps (docs/spec/planning.md "Ragged steps"): when the step's ranks
+// hold `total` entries in all (T = sum of s_r*K), rank r receives
+// CAP_r = T div R + (1 if r < T mod R): the total spread as evenly as
+// integers allow, the remainder on the lowest ranks. A full step
+// (T = R*S*K) gives CAP_r = S*K = capacity().
+inline std::int64_t ragged_capacity(std::int64_t total, int ranks, int rank) {
+  return total / ranks + (rank < total % ranks ? 1 : 0);
+}
 
 // Throws InputError naming the first violated rule of docs/spec/planning.md
 // "Bad input" that concerns the configuration alone.

@@ -18,8 +18,11 @@ namespace moonep {
 // One planning problem as stored in a problem file.
 struct Problem {
   Config config;
-  Routing routing;
+  Routing routing;  // routing[r]: tokens_per_rank[r]*topk ids when given, else tokens*topk
   std::optional<TokensPerExpert> tokens_per_expert;
+  // A ragged step (docs/spec/planning.md "Ragged steps"): R counts in
+  // 0..tokens. Absent: every rank holds `tokens` tokens.
+  std::optional<TokensPerRank> tokens_per_rank;
 };
 
 // Parses and fully validates a problem (JSON types and ranges, then every
@@ -45,7 +48,9 @@ Problem parse_problem_file(const std::string& text, const std::string& path);
 std::string problem_to_json(const Problem& problem);
 void write_problem_file(const Problem& problem, const std::string& path);
 
-// Plan file text of docs/spec/formats.md: compact, one rank's plan per line.
+// Plan file text of docs/spec/formats.md: compact, one rank's plan per line;
+// a ragged plan (HostPlan::tokens_per_rank) repeats its tokens_per_rank and
+// each rank's dst holds tokens_per_rank[r]*topk entries.
 std::string plan_to_json(const HostPlan& plan);
 // Parses a plan file and checks every array has the shape its configuration
 // implies (it does not re-plan). Throws InputError.

@@ -34,7 +34,8 @@
 
 namespace moonep {
 
-// One rank's plan as views of MemorySpace: dst [N], cu_seqlens [E+B],
+// One rank's plan as views of MemorySpace: dst [N] (a ragged step wrote the
+// first `entries` of them), cu_seqlens [E+B],
 // zero_fill_ranges [E+B][2], experts_to_copy [R][B], remote_stats [2],
 // src_info [NvS], dup_groups [NvS][3], dup_loffs [NvS], dup_counts [2].
 template <class MemorySpace>
@@ -50,11 +51,17 @@ using Plan = impl::Plan<MemorySpace>;
 //   Planner(config, world, exec = ExecutionSpace())
 //              InputError for a bad config or a world of the wrong size;
 //              collective; allocates everything the path uses.
-//   plan(routing, tokens_per_expert = nullptr)
+//   plan(routing, tokens_per_expert = nullptr, tokens_per_rank = nullptr)
 //              routing[i] (and tokens_per_expert[i], which must match it)
 //              belong to world().local_ranks()[i]; collective; returns the
 //              plan once it is in the plan views; allocates nothing. Bad input
 //              on any rank: InputError on every rank, the planner usable.
+//              tokens_per_rank (a view of R counts by world rank, read on
+//              the device) makes the step ragged (docs/spec/planning.md
+//              "Ragged steps"): routing[i] holds at least s_r*K ids, and
+//              plan.ranks[i].entries says how much of dst the step wrote.
+//              The portable phases plan it; the CUDA specialization throws
+//              RuntimeError for a ragged step (counts of S are a full one).
 //   config(), world(), last_plan(), path_name(), uses_cuda_specialization
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace, class Path = Automatic>
 class Planner : public impl::planner_impl_t<ExecutionSpace, Path> {

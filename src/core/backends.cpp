@@ -1,7 +1,9 @@
 // Backend registry: names, availability, and the HostPlanner factory. Each
 // backend contributes a make_*_host_planner function from its own directory;
 // the ones not compiled in are reported as unavailable with the reason.
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "moonep/backend.hpp"
 #include "moonep/error.hpp"
@@ -16,21 +18,69 @@ class ReferenceHostPlanner final : public HostPlanner {
  public:
   explicit ReferenceHostPlanner(const Config& c) : config_(c) { validate(c); }
   Backend backend() const override { return Backend::reference; }
-  void load(const Routing& routing, const TokensPerExpert* tpe) override {
-    validate_problem(config_, routing, tpe);
+  void load(const Routing& routing, const TokensPerExpert* tpe) override { load(routing, tpe, nullptr); }
+  void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
+    validate_problem(config_, routing, tpe, tokens);
     routing_ = routing;
     has_tpe_ = tpe != nullptr;
     if (tpe) tpe_ = *tpe;
+    tokens_.reset();
+    if (tokens) tokens_ = *tokens;
   }
-  void step() override { plan_ = plan_reference(config_, routing_, has_tpe_ ? &tpe_ : nullptr); }
+  void step() override {
+    plan_ = plan_reference(config_, routing_, has_tpe_ ? &tpe_ : nullptr, tokens_ ? &*tokens_ : nullptr);
+  }
   HostPlan result() const override { return plan_; }
 
  private:
   Config config_;
   Routing routing_;
   TokensPerExpert tpe_;
+  std::optional<TokensPerRank> tokens_;
   bool has_tpe_ = false;
   HostPlan plan_;
+};
+
+}  // namespace
+
+// A HostPlanner of a backend that plans only full steps: refuses any counts
+// (it has no configuration to tell a full step given as counts from a
+// ragged one; FullStepsOnly below does).
+void HostPlanner::load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens_per_rank) {
+  if (tokens_per_rank) {
+    throw RuntimeError(std::string("the ") + to_string(backend()) +
+                       " backend does not plan ragged steps yet; use --backend portable");
+  }
+  load(routing, tpe);
+}
+
+namespace {
+
+// The cuda backend's HostPlanner (src/cuda_specializations, whose kernels
+// read S*K entries per rank) behind the registry: a ragged step is
+// validated like any other (InputError first), then refused with
+// RuntimeError, the staged input unchanged; counts of S on every rank are a
+// full step and planned.
+class FullStepsOnly final : public HostPlanner {
+ public:
+  FullStepsOnly(const Config& c, std::unique_ptr<HostPlanner> inner) : config_(c), inner_(std::move(inner)) {}
+  Backend backend() const override { return inner_->backend(); }
+  void load(const Routing& routing, const TokensPerExpert* tpe) override { inner_->load(routing, tpe); }
+  void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
+    validate_problem(config_, routing, tpe, tokens);
+    if (is_ragged(config_, tokens)) {
+      throw RuntimeError(std::string("the ") + to_string(backend()) +
+                         " backend does not plan ragged steps yet; use --backend portable");
+    }
+    inner_->load(routing, tpe);
+  }
+  void step() override { inner_->step(); }
+  HostPlan result() const override { return inner_->result(); }
+  std::string details() const override { return inner_->details(); }
+
+ private:
+  Config config_;
+  std::unique_ptr<HostPlanner> inner_;
 };
 
 }  // namespace
@@ -78,14 +128,15 @@ std::unique_ptr<HostPlanner> make_host_planner(Backend b, const Config& c) {
   switch (b) {
     case Backend::reference: return std::make_unique<ReferenceHostPlanner>(c);
     case Backend::portable: return impl::make_portable_host_planner(c);
-    case Backend::cuda: return impl::make_cuda_host_planner(c);
+    case Backend::cuda: return std::make_unique<FullStepsOnly>(c, impl::make_cuda_host_planner(c));
   }
   throw RuntimeError("unknown backend");
 }
 
-HostPlan plan_host(Backend b, const Config& c, const Routing& routing, const TokensPerExpert* tpe) {
+HostPlan plan_host(Backend b, const Config& c, const Routing& routing, const TokensPerExpert* tpe,
+                   const TokensPerRank* tokens_per_rank) {
   auto planner = make_host_planner(b, c);
-  planner->load(routing, tpe);
+  planner->load(routing, tpe, tokens_per_rank);
   planner->step();
   return planner->result();
 }

@@ -49,6 +49,17 @@ std::map<std::int32_t, std::vector<std::int32_t>> dup_sets(const HostRankPlan& p
 
 }  // namespace
 
+TokensPerRank tokens_or_full(const Config& c, const TokensPerRank* given) {
+  return given ? *given : TokensPerRank(static_cast<std::size_t>(c.ranks > 0 ? c.ranks : 0), c.tokens);
+}
+
+bool is_ragged(const Config& c, const TokensPerRank* given) {
+  if (!given) return false;
+  for (const std::int32_t s : *given)
+    if (s != c.tokens) return true;
+  return false;
+}
+
 std::string plan_difference(const HostRankPlan& a, const HostRankPlan& b) {
   // Every whole field exactly, in table order; the prefixed ones (the dup
   // structures, plan_field_table_consistent) as sets below.
@@ -78,6 +89,11 @@ std::string plan_difference(const HostPlan& a, const HostPlan& b) {
   if (describe(a.config) != describe(b.config)) {
     return "configs differ: " + describe(a.config) + " vs " + describe(b.config);
   }
+  // Absent counts and counts of S everywhere are the same (full) step.
+  const TokensPerRank ta = tokens_or_full(a.config, a.tokens_per_rank ? &*a.tokens_per_rank : nullptr);
+  const TokensPerRank tb = tokens_or_full(b.config, b.tokens_per_rank ? &*b.tokens_per_rank : nullptr);
+  const std::string tokens = compare_array("tokens_per_rank", ta, tb);
+  if (!tokens.empty()) return tokens;
   if (a.ranks.size() != b.ranks.size()) {
     return "plans have " + std::to_string(a.ranks.size()) + " vs " +
            std::to_string(b.ranks.size()) + " ranks";

@@ -38,11 +38,14 @@ int argmax_highest(const std::vector<i64>& v) {
   return best;
 }
 
-// Step 2: rank-level moves z[donor][receiver].
+// Step 2: rank-level moves z[donor][receiver]. The balances are against
+// CAP_g ("Ragged steps": S*K on a full step).
 Matrix rank_moves(const Config& c, const std::vector<i64>& load) {
   const int R = c.ranks;
+  i64 T = 0;
+  for (int g = 0; g < R; ++g) T += load[g];
   std::vector<i64> balance(R);
-  for (int g = 0; g < R; ++g) balance[g] = load[g] - c.capacity();
+  for (int g = 0; g < R; ++g) balance[g] = load[g] - ragged_capacity(T, R, g);
   Matrix z = zeros(R, R);
   for (;;) {
     const int sr = argmax_lowest(balance);
@@ -175,7 +178,8 @@ void dedup(const Config& c, std::vector<HostRankPlan>& plans) {
   const int K = c.topk;
   const i64 NvS = c.slots();
   for (auto& p : plans) {
-    for (int s = 0; s < c.tokens; ++s) {
+    const i64 tokens = static_cast<i64>(p.dst.size()) / K;  // s_r
+    for (i64 s = 0; s < tokens; ++s) {
       std::vector<i64> used;
       for (int k = 0; k < K; ++k) {
         std::int32_t& v = p.dst[static_cast<i64>(s) * K + k];
@@ -197,7 +201,8 @@ void dup_structures(const Config& c, std::vector<HostRankPlan>& plans) {
   const i64 NvS = c.slots();
   for (int r = 0; r < R; ++r) {
     const auto& dst = plans[r].dst;
-    for (int s = 0; s < c.tokens; ++s) {
+    const i64 tokens = static_cast<i64>(dst.size()) / K;  // s_r
+    for (i64 s = 0; s < tokens; ++s) {
       for (int k = 0; k < K; ++k) {
         const std::int32_t v = dst[static_cast<i64>(s) * K + k];
         if (v < 0) continue;  // a duplicate; handled with its primary
@@ -226,16 +231,19 @@ void dup_structures(const Config& c, std::vector<HostRankPlan>& plans) {
 
 }  // namespace
 
-HostPlan plan_reference(const Config& c, const Routing& routing, const TokensPerExpert* given) {
-  validate_problem(c, routing, given);
+HostPlan plan_reference(const Config& c, const Routing& routing, const TokensPerExpert* given,
+                        const TokensPerRank* tokens_per_rank) {
+  validate_problem(c, routing, given, tokens_per_rank);
   const int R = c.ranks, E = c.experts, B = c.copy_slots, epn = c.experts_per_rank();
   const i64 NvS = c.slots();
 
   HostPlan out;
   out.config = c;
   out.ranks.resize(R);
-  for (auto& p : out.ranks) {
-    p.dst.assign(c.entries(), 0);
+  if (tokens_per_rank) out.tokens_per_rank = *tokens_per_rank;
+  for (int r = 0; r < R; ++r) {
+    HostRankPlan& p = out.ranks[r];
+    p.dst.assign(routing[r].size(), 0);  // N_r = s_r*K (validated)
     p.cu_seqlens.assign(E + B, 0);
     p.zero_fill_ranges.assign(2 * (E + B), 0);
     p.experts_to_copy.assign(static_cast<std::size_t>(R) * B, -1);

@@ -6,6 +6,7 @@
 #include "json_writer.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
+#include "moonep/reference.hpp"
 #include "output_file.hpp"
 #include "text_files.hpp"
 
@@ -30,14 +31,22 @@ void check_plan_shapes(const HostPlan& plan) {
     throw InputError("plans has " + std::to_string(plan.ranks.size()) +
                      " rank plans, expected ranks = " + std::to_string(R));
   }
+  if (plan.tokens_per_rank) validate_tokens_per_rank(c, *plan.tokens_per_rank);
   for (std::size_t r = 0; r < R; ++r) {
     const HostRankPlan& p = plan.ranks[r];
     const std::string at = io::index_path("plans", r) + ".";
     // The whole fields first: dup_counts must be known before the
-    // prefixed fields' lengths are.
+    // prefixed fields' lengths are. dst holds a ragged rank's s_r*K.
     for (std::size_t i = 0; i < impl::kPlanFieldCount; ++i) {
       const impl::PlanField& f = impl::kPlanFields[i];
       if (f.held != impl::FieldHeld::whole) continue;
+      if (f.rows == impl::FieldRows::entries && plan.tokens_per_rank) {
+        const std::int32_t s = (*plan.tokens_per_rank)[r];
+        expect_length(p.*impl::kHostPlanMembers[i], static_cast<std::size_t>(s) * c.topk * field_columns(f, c),
+                      at + f.name, io::index_path("tokens_per_rank", r) + "*topk = " + std::to_string(s) + "*" +
+                                       std::to_string(c.topk));
+        continue;
+      }
       expect_length(p.*impl::kHostPlanMembers[i], static_cast<std::size_t>(impl::field_capacity(f, c)),
                     at + f.name, impl::field_length_rule(f));
     }
@@ -104,6 +113,10 @@ void write_plan_json(const HostPlan& plan, io::TextOut& out) {
   const Config& c = plan.config;
   out += "{";
   io::append_config_fields(out, c);
+  if (plan.tokens_per_rank) {
+    out += ",\"tokens_per_rank\":";
+    io::append_int_array(out, *plan.tokens_per_rank);
+  }
   out += ",\"slots\":";
   io::append_int(out, c.slots());
   out += ",\"plans\":[";
@@ -145,6 +158,12 @@ HostPlan parse_plan(const std::string& json_text) {
   if (slots != plan.config.slots()) {
     throw InputError("slots: got " + std::to_string(slots) + ", expected " +
                      std::to_string(plan.config.slots()) + " for " + describe(plan.config));
+  }
+  const auto tokens = doc.find("tokens_per_rank");
+  if (tokens != doc.end() && !tokens->is_null()) {
+    plan.tokens_per_rank = io::to_int32_array(*tokens, "tokens_per_rank", "an array with one token count per rank",
+                                              "an integer token count");
+    validate_tokens_per_rank(plan.config, *plan.tokens_per_rank);
   }
   const io::Json& plans = io::require_field(doc, "plans", "");
   if (!plans.is_array())

@@ -26,7 +26,13 @@ Problem parse_problem(const std::string& json_text) {
                                               "an array with one array of counts per rank",
                                               "an array of counts", "an integer count");
   }
-  validate_problem(p.config, p.routing, p.tokens_per_expert ? &*p.tokens_per_expert : nullptr);
+  const auto tokens = doc.find("tokens_per_rank");
+  if (tokens != doc.end() && !tokens->is_null()) {
+    p.tokens_per_rank = io::to_int32_array(*tokens, "tokens_per_rank", "an array with one token count per rank",
+                                           "an integer token count");
+  }
+  validate_problem(p.config, p.routing, p.tokens_per_expert ? &*p.tokens_per_expert : nullptr,
+                   p.tokens_per_rank ? &*p.tokens_per_rank : nullptr);
   return p;
 }
 
@@ -47,6 +53,10 @@ namespace {
 void write_problem_json(const Problem& p, io::TextOut& out) {
   out += "{";
   io::append_config_fields(out, p.config);
+  if (p.tokens_per_rank) {
+    out += ",\n\"tokens_per_rank\":";
+    io::append_int_array(out, *p.tokens_per_rank);
+  }
   out += ",\n\"routing\":[";
   for (std::size_t r = 0; r < p.routing.size(); ++r) {
     out += r ? ",\n" : "\n";

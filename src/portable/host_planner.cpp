@@ -3,8 +3,10 @@
 // moonep::Planner<Kokkos::DefaultExecutionSpace, PortablePhases>, over an
 // InProcessWorld (on Kokkos::Cuda too: the cuda backend is the CUDA
 // specialization's HostPlanner). load() validates on the host and copies the routing into
-// views allocated once; step() is the planner alone; result() copies out.
+// views allocated once (S*K ids per rank, of which a ragged step fills s_r*K,
+// and R token counts); step() is the planner alone; result() copies out.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,31 +35,41 @@ class PortableHostPlanner final : public HostPlanner {
       routing_in_.push_back(routing_.back());
       tpe_in_.push_back(tpe_.back());
     }
+    tokens_ = InputView(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moonep::portable_host.tokens_per_rank"),
+                        c.ranks);
+    tokens_in_ = tokens_;
   }
 
   Backend backend() const override { return Backend::portable; }
   std::string details() const override { return std::string("Kokkos ") + Exec::name(); }
 
-  void load(const Routing& routing, const TokensPerExpert* tpe) override {
-    validate_problem(config_, routing, tpe);  // throws before anything changes
+  void load(const Routing& routing, const TokensPerExpert* tpe) override { load(routing, tpe, nullptr); }
+  void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
+    validate_problem(config_, routing, tpe, tokens);  // throws before anything changes
     for (int r = 0; r < config_.ranks; ++r) {
-      Kokkos::deep_copy(routing_[r], HostInput(routing[r].data(), routing[r].size()));
+      const auto filled = Kokkos::make_pair(std::size_t(0), routing[r].size());
+      Kokkos::deep_copy(Kokkos::subview(routing_[r], filled), HostInput(routing[r].data(), routing[r].size()));
       if (tpe) Kokkos::deep_copy(tpe_[r], HostInput((*tpe)[r].data(), (*tpe)[r].size()));
     }
+    if (tokens) Kokkos::deep_copy(tokens_, HostInput(tokens->data(), tokens->size()));
     has_tpe_ = tpe != nullptr;
+    tokens_given_.reset();
+    if (tokens) tokens_given_ = *tokens;
     loaded_ = true;
   }
 
   void step() override {
     if (!loaded_) throw RuntimeError("portable HostPlanner: step() before load()");
-    planner_.plan(routing_in_, has_tpe_ ? &tpe_in_ : nullptr);
+    planner_.plan(routing_in_, has_tpe_ ? &tpe_in_ : nullptr, tokens_given_ ? &tokens_in_ : nullptr);
     planned_ = true;
+    planned_tokens_ = tokens_given_;
   }
 
   HostPlan result() const override {
     if (!planned_) throw RuntimeError("portable HostPlanner: result() before step()");
     HostPlan out;
     out.config = config_;
+    out.tokens_per_rank = planned_tokens_;
     const auto& plan = planner_.last_plan();
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) out.ranks.push_back(plan.to_host(i));
     return out;
@@ -69,6 +81,9 @@ class PortableHostPlanner final : public HostPlanner {
   PortablePlanner planner_;
   std::vector<InputView> routing_, tpe_;
   std::vector<PortablePlanner::input_view> routing_in_, tpe_in_;
+  InputView tokens_;
+  PortablePlanner::input_view tokens_in_;
+  std::optional<TokensPerRank> tokens_given_, planned_tokens_;
   bool has_tpe_ = false, loaded_ = false, planned_ = false;
 };
 

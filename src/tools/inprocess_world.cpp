@@ -44,8 +44,8 @@ int run_in_this_process(const PlanOptions& o, const char* program, Backend backe
   {
     KokkosSession kokkos(program, o.kokkos_args);
     auto planner = make(problem.config);
-    planner->load(problem.routing,
-                  problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr);
+    planner->load(problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
+                  problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr);
     progress.phase("planning", o.steps);
     for (int i = 0; i < o.steps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -207,6 +207,9 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
         HostView topk("moonep-plan.routing", row.size());
         std::copy(row.begin(), row.end(), topk.data());
         std::vector<Planner<Exec>::input_view> routing{topk}, tpe;
+        HostView counts("moonep-plan.tokens_per_rank", problem.tokens_per_rank ? problem.tokens_per_rank->size() : 0);
+        if (problem.tokens_per_rank) std::copy(problem.tokens_per_rank->begin(), problem.tokens_per_rank->end(), counts.data());
+        const Planner<Exec>::input_view counts_in = counts;
         if (problem.tokens_per_expert) {
           const auto& t = (*problem.tokens_per_expert)[static_cast<std::size_t>(rank)];
           HostView v("moonep-plan.tokens_per_expert", t.size());
@@ -216,7 +219,7 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
         for (int i = 0; i < o.steps; ++i) {
           mpi.barrier("planning");
           const auto t0 = std::chrono::steady_clock::now();
-          planner.plan(routing, problem.tokens_per_expert ? &tpe : nullptr);
+          planner.plan(routing, problem.tokens_per_expert ? &tpe : nullptr, problem.tokens_per_rank ? &counts_in : nullptr);
           const double mine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           seconds.push_back(mpi.max(mine_s, "planning"));
         }
@@ -228,8 +231,9 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
 
   // Stage 3: rank 0 gathers and writes; everyone learns whether it worked.
   return mpi.run("writing the plan", [&] {
-    const HostPlan plan = gather_plans(mpi, problem.config, std::move(mine));
+    HostPlan plan = gather_plans(mpi, problem.config, std::move(mine));
     if (rank != 0) return;
+    plan.tokens_per_rank = problem.tokens_per_rank;
     if (!o.output.empty()) write_plan_file(plan, o.output);
     if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
     if (wants_summary(o)) {

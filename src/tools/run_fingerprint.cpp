@@ -84,6 +84,8 @@ std::uint64_t problem_digest(const Problem& p) {
   std::uint64_t h = digest_rows(0x6d6f6f6e6570ull, p.routing);
   h = mix(h, p.tokens_per_expert.has_value());
   if (p.tokens_per_expert) h = digest_rows(h, *p.tokens_per_expert);
+  // (a ragged step's counts; a full problem's digest stays what it was)
+  if (p.tokens_per_rank) h = digest_rows(mix(h, 0x72616767ull), TokensPerExpert{*p.tokens_per_rank});
   return h;
 }
 

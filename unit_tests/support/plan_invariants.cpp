@@ -27,7 +27,12 @@ std::string say(const Parts&... parts) {
 // Problem sizes, and what every check derives from the plan once.
 struct Facts {
   int R, E, B, K, S, tp, epn, G;
-  i64 N, CAP, NvS;
+  i64 NvS;
+  // Per rank r: its tokens s_r, entries N_r = s_r*K and what it must
+  // receive, CAP_r = T div R + (r < T mod R) with T = sum N_r
+  // (docs/spec/planning.md "Ragged steps"; S*K everywhere on a full step).
+  std::vector<i64> tokens, N, CAP;
+  i64 tokens_given = -1;  // the length of tokens_per_rank when given
   // copy_slot[d][e]: slot b where rank d copies expert e, or -1.
   std::vector<std::vector<int>> copy_slot;
   // count[d][e]: entries of expert e that land on rank d (decoded from dst).
@@ -37,10 +42,22 @@ struct Facts {
   // group_start[d][g]: start of group g on rank d (exclusive prefix of cu_seqlens).
   std::vector<std::vector<i64>> group_start;
 
-  explicit Facts(const Config& c)
+  Facts(const Config& c, const moonep::TokensPerRank* tokens_per_rank)
       : R(c.ranks), E(c.experts), B(c.copy_slots), K(c.topk), S(c.tokens),
         tp(c.token_padding), epn(c.experts / c.ranks), G(c.experts + c.copy_slots),
-        N(c.entries()), CAP(c.capacity()), NvS(c.slots()) {}
+        NvS(c.slots()) {
+    if (tokens_per_rank) tokens_given = static_cast<i64>(tokens_per_rank->size());
+    i64 T = 0;
+    for (int r = 0; r < R; ++r) {
+      const i64 s = tokens_per_rank && static_cast<int>(tokens_per_rank->size()) == R ? (*tokens_per_rank)[r] : S;
+      tokens.push_back(s);
+      N.push_back(s * K);
+      T += s * K;
+    }
+    for (int r = 0; r < R; ++r) CAP.push_back(T / R + (r < T % R ? 1 : 0));
+  }
+  // Whether src_info value v names an entry of some rank.
+  bool names_entry(i64 v) const { return v >= 0 && v / NvS < R && v % NvS < N[v / NvS]; }
 
   // Expert held by group g on rank d, or -1 for an empty group.
   int group_expert(const HostPlan& plan, int d, int g) const {
@@ -55,10 +72,14 @@ struct Facts {
 std::string check_shapes(const Facts& f, const Routing& routing, const HostPlan& plan) {
   if (static_cast<int>(routing.size()) != f.R)
     return say("routing has ", routing.size(), " rank arrays, expected ", f.R);
+  if (f.tokens_given >= 0 && f.tokens_given != f.R)
+    return say("tokens_per_rank has ", f.tokens_given, " counts, expected ", f.R);
   for (int r = 0; r < f.R; ++r) {
-    if (static_cast<i64>(routing[r].size()) != f.N)
-      return say("routing[", r, "] has ", routing[r].size(), " entries, expected ", f.N);
-    for (i64 i = 0; i < f.N; ++i)
+    if (f.tokens[r] < 0 || f.tokens[r] > f.S)
+      return say("tokens_per_rank[", r, "] = ", f.tokens[r], " is outside 0..S = ", f.S);
+    if (static_cast<i64>(routing[r].size()) != f.N[r])
+      return say("routing[", r, "] has ", routing[r].size(), " entries, expected ", f.N[r]);
+    for (i64 i = 0; i < f.N[r]; ++i)
       if (routing[r][i] < 0 || routing[r][i] >= f.E)
         return say("routing[", r, "][", i, "] = ", routing[r][i], " is not an expert id");
   }
@@ -71,7 +92,7 @@ std::string check_shapes(const Facts& f, const Routing& routing, const HostPlan&
       const std::vector<std::int32_t>& v;
       i64 want;
     } arrays[] = {
-        {"dst", p.dst, f.N},
+        {"dst", p.dst, f.N[d]},
         {"cu_seqlens", p.cu_seqlens, f.G},
         {"zero_fill_ranges", p.zero_fill_ranges, 2 * static_cast<i64>(f.G)},
         {"experts_to_copy", p.experts_to_copy, static_cast<i64>(f.R) * f.B},
@@ -132,7 +153,7 @@ std::string check_entries(Facts& f, const Routing& routing, const HostPlan& plan
   f.max_loff.assign(f.R, std::vector<i64>(f.E, -1));
   std::vector<i64> last(f.E, -1);  // last raw destination of each expert
   for (int r = 0; r < f.R; ++r) {
-    for (i64 i = 0; i < f.N; ++i) {
+    for (i64 i = 0; i < f.N[r]; ++i) {
       const std::int32_t v = plan.ranks[r].dst[i];
       const i64 raw = decode(v);
       const auto at = say("rank ", r, ": dst[", i, "] = ", v);
@@ -143,7 +164,7 @@ std::string check_entries(Facts& f, const Routing& routing, const HostPlan& plan
       const std::int32_t back = plan.ranks[d].src_info[loff];
       if (back != me) {
         std::string why = say(at, " -> (rank ", d, ", slot ", loff, ") but src_info there is ", back);
-        if (back >= 0 && back / f.NvS < f.R && back % f.NvS < f.N &&
+        if (f.names_entry(back) &&
             decode(plan.ranks[back / f.NvS].dst[back % f.NvS]) == raw)
           why += say(" (rank ", back / f.NvS, " entry ", back % f.NvS, " has the same slot)");
         return why;
@@ -168,7 +189,8 @@ std::string check_layout(Facts& f, const Routing& routing, const HostPlan& plan)
     const HostRankPlan& p = plan.ranks[d];
     i64 received = 0;
     for (int e = 0; e < f.E; ++e) received += f.count[d][e];
-    if (received != f.CAP) return say("rank ", d, " receives ", received, " entries, expected CAP = ", f.CAP);
+    if (received != f.CAP[d])
+      return say("rank ", d, " receives ", received, " entries, expected CAP = ", f.CAP[d]);
     i64 start = 0;
     for (int g = 0; g < f.G; ++g) {
       const i64 end = p.cu_seqlens[g];
@@ -200,15 +222,15 @@ std::string check_layout(Facts& f, const Routing& routing, const HostPlan& plan)
       const std::int32_t s = p.src_info[loff];
       if (s == -1) continue;
       const auto at = say("rank ", d, ": src_info[", loff, "] = ", s);
-      if (s < 0 || s / f.NvS >= f.R || s % f.NvS >= f.N) return at + " names no entry";
+      if (!f.names_entry(s)) return at + " names no entry";
       ++filled;
       const int e = routing[s / f.NvS][s % f.NvS];
       const int g = f.group_of(d, e);
       if (loff < f.group_start[d][g] || loff >= f.group_start[d][g] + f.count[d][e])
         return say(at, " holds expert ", e, " outside its group ", g, "'s entries");
     }
-    if (filled != f.CAP)
-      return say("rank ", d, ": src_info has ", filled, " filled slots, expected CAP = ", f.CAP);
+    if (filled != f.CAP[d])
+      return say("rank ", d, ": src_info has ", filled, " filled slots, expected CAP = ", f.CAP[d]);
   }
   return "";
 }
@@ -231,7 +253,7 @@ std::string check_moves_and_copies(const Facts& f, const Routing& routing, const
         return say("rank ", d, " receives experts of two owners, ranks ", donor, " and ", owner);
       donor = owner;
     }
-    if (load[d] <= f.CAP) {
+    if (load[d] <= f.CAP[d]) {
       for (int j = 0; j < f.epn; ++j) {
         const int e = d * f.epn + j;
         i64 total = 0;
@@ -290,7 +312,7 @@ std::string check_dedup(const Facts& f, const HostPlan& plan) {
   std::vector<DupSets> want(f.R);
   for (int r = 0; r < f.R; ++r) {
     const auto& dst = plan.ranks[r].dst;
-    for (int s = 0; s < f.S; ++s) {
+    for (i64 s = 0; s < f.tokens[r]; ++s) {
       std::map<int, std::vector<std::int32_t>> slots_on;  // rank -> loffs in k order
       for (int k = 0; k < f.K; ++k) {
         const i64 i = static_cast<i64>(s) * f.K + k;
@@ -349,8 +371,8 @@ std::string check_dedup(const Facts& f, const HostPlan& plan) {
 }  // namespace
 
 std::string check_plan_invariants(const moonep::Config& config, const moonep::Routing& routing,
-                                  const moonep::HostPlan& plan) {
-  Facts f(config);
+                                  const moonep::HostPlan& plan, const moonep::TokensPerRank* tokens_per_rank) {
+  Facts f(config, tokens_per_rank);
   std::string why = check_shapes(f, routing, plan);
   if (why.empty()) why = check_copy_table(f, plan);
   if (why.empty()) why = check_entries(f, routing, plan);

@@ -25,7 +25,7 @@
 //  - every dst decodes to a (rank, slot) inside [0, R*NvS); src_info at that
 //    slot points back to the entry (so slots are distinct); entries of one
 //    expert are ordered by (source rank, flat position) -> (rank, slot);
-//  - each rank receives exactly CAP entries; src_info holds exactly CAP
+//  - each rank r receives exactly CAP_r entries; src_info holds exactly CAP_r
 //    non-negative slots, the others -1; every filled slot lies in the group
 //    of the expert of the entry it names (tokens conserved per expert);
 //  - layout: group g holds expert g unless picked (then empty) and group E+b
@@ -42,5 +42,11 @@
 //    non-negative, every later one negative;
 //  - dup structures: rows in range, each dup_loffs index used once, and the
 //    set of (primary, duplicates in k order) equals the one derived from dst.
+//
+// tokens_per_rank (R counts s_r) makes the step ragged
+// (docs/spec/planning.md "Ragged steps"): routing[r] and dst then hold
+// s_r*K entries and rank r must receive CAP_r = T div R + (r < T mod R),
+// T = sum s_r*K; absent, every rank holds S tokens and CAP_r = S*K.
 std::string check_plan_invariants(const moonep::Config& config, const moonep::Routing& routing,
-                                  const moonep::HostPlan& plan);
+                                  const moonep::HostPlan& plan,
+                                  const moonep::TokensPerRank* tokens_per_rank = nullptr);

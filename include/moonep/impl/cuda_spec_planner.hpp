@@ -71,12 +71,18 @@ class CudaSpecPlanner {
   const cuda::Planner& cuda_planner() const { return planner_; }
 
   // As PortablePlanner::plan: routing[i] belongs to world().local_ranks()[i]
-  // (here: rank i). Returns once the plan is in the plan views.
+  // (here: rank i). Returns once the plan is in the plan views. The CUDA
+  // kernel plans full steps only: tokens_per_rank, when given, is read back
+  // and checked (InputError for a bad count), and a ragged step is refused
+  // with RuntimeError (the portable phases plan it); counts of S everywhere
+  // are a full step.
   const plan_type& plan(const std::vector<input_view>& routing,
-                        const std::vector<input_view>* tokens_per_expert = nullptr) {
+                        const std::vector<input_view>* tokens_per_expert = nullptr,
+                        const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::plan");
     const std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
     if (!why.empty()) throw InputError(why);
+    if (tokens_per_rank) refuse_ragged(config_, *tokens_per_rank);
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
@@ -98,6 +104,24 @@ class CudaSpecPlanner {
                        " ranks; use Planner<Kokkos::Cuda, moonep::PortablePhases> for such a world");
     }
     return c;
+  }
+
+  static void refuse_ragged(const Config& c, const input_view& tokens) {
+    if (static_cast<int>(tokens.extent(0)) != c.ranks) {
+      throw InputError("tokens_per_rank has " + std::to_string(tokens.extent(0)) + " counts, expected ranks = " +
+                       std::to_string(c.ranks));
+    }
+    TokensPerRank h(static_cast<std::size_t>(c.ranks));
+    Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()),
+                      tokens);
+    for (int r = 0; r < c.ranks; ++r) {
+      const std::string why = rank_tokens_error(c, r, h[r]);
+      if (!why.empty()) throw InputError(why);
+    }
+    if (is_ragged(c, &h)) {
+      throw RuntimeError("Planner<Kokkos::Cuda> (CUDA specialization) does not plan ragged steps yet; use "
+                         "Planner<Kokkos::Cuda, moonep::PortablePhases>");
+    }
   }
 
   // cuda::Planner takes the current device: it must be the one of `exec`.

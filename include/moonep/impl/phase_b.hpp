@@ -104,7 +104,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   using member = typename T::member;
   using Mem = typename T::mem;
   const int R = L.R, E = L.E, B = L.B, epn = L.epn;
-  const std::int64_t CAP = L.N, NvS = L.NvS, tp = L.tp, cap = L.pair_capacity;
+  const std::int64_t NvS = L.NvS, tp = L.tp, cap = L.pair_capacity;
   const std::int64_t tpe_in = L.tpe_in, ow_cum = L.ow_cum, ow_cu = L.ow_cu, ow_zfr = L.ow_zfr, ow_rs = L.ow_rs;
   const std::int64_t sh_ptr = L.shared + L.sh_ptr, sh_etc = L.shared + L.sh_etc, sh_pairs = L.shared + L.sh_pairs;
   const auto total = rs.total;
@@ -116,8 +116,10 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   const auto npairs = rs.npairs;
 
   // Step 1: cum (each rank's exclusive prefix over ranks), totals; alloc
-  // starts as "everything on the owner"; then the loads, and step 2 on the
-  // balances, all in one team.
+  // starts as "everything on the owner"; then the loads, the balances
+  // against CAP_g (T div R + (g < T mod R), T the step's entries: S*K on a
+  // full step; docs/spec/planning.md "Ragged steps"), and step 2 on them, all
+  // in one team.
   {
     int level = 0;
     auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, 1, Kokkos::AUTO), R, &level);
@@ -134,11 +136,14 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
             for (int d = 0; d < R; ++d) alloc(e, d) = d == g ? run : 0;
           });
           team.team_barrier();
+          std::int64_t all = 0;  // T
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, E), [&](const int e, std::int64_t& acc) { acc += total(e); }, all);
           typename T::scratch_i64 balance(team.team_scratch(level), R);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R), [&](const int g) {
             std::int64_t load = 0;
             for (int j = 0; j < epn; ++j) load += total(g * epn + j);
-            balance(g) = load - CAP;
+            balance(g) = load - (all / R + (g < all % R ? 1 : 0));
             donor_of(g) = -1;
             inflow(g) = 0;
             tables(g).at[ow_rs + 1] = 0;  // copies made of g's experts, counted in step 4

@@ -4,7 +4,9 @@
 // destination rank's chunk.
 //
 // Kernels:
-//   phaseC2_destinations_dedup  one thread per token of every local rank:
+//   phaseC2_destinations_dedup  one thread per token of every local rank
+//                               (up to S; those past a ragged rank's s_l
+//                               do nothing):
 //                               dst (final, step-7 encoded), and the slot
 //                               triple, stored in place into the
 //                               destination's slots when this process may
@@ -67,11 +69,13 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const Input
   const auto shared_tables = lr.shared_tables;
   const auto direct = lr.direct_chunk;
   const auto rank = lr.rank;
+  const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(S);
   Kokkos::parallel_for(
       "moonep::portable::phaseC2_destinations_dedup",
       typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * S), KOKKOS_LAMBDA(const std::int64_t ls) {
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
+        if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
         const std::int32_t* ids = routing(l).at;
         const std::int32_t* shared = shared_tables(l).at;
         const std::int32_t* cum = chunk(l).at + ow_cum;

@@ -48,6 +48,7 @@ struct PlanStore {
 #define MOONEP_PLAN_STORE_MEMBER(name, ...) typename T::ivec name;
   MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_MEMBER)
 #undef MOONEP_PLAN_STORE_MEMBER
+  typename T::ivec entries;      // [L] N_l = s_l*K of the last step: how much of dst is meaningful
   typename T::lvec rank_prefix;  // [L+1] packed counts before each rank's first slot (and in all)
   typename T::ivec dgroup;       // [L][NvS] primaries before a primary (device: over all ranks)
   typename T::ivec dstart;       // [L][NvS] duplicates before a primary (device: over all ranks)
@@ -60,6 +61,7 @@ struct PlanStore {
 #define MOONEP_PLAN_STORE_ALLOC(name, ...) allocate(name, kPlanFields[plan_field_index::name], c, L, p);
     MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_ALLOC)
 #undef MOONEP_PLAN_STORE_ALLOC
+    entries = typename T::ivec(p + "entries", static_cast<std::size_t>(L));
     rank_prefix = typename T::lvec(p + "rank_prefix", static_cast<std::size_t>(L) + 1);
     dgroup = compat::uninitialized_view<typename T::ivec>(p + "dgroup", n(NvS));
     dstart = compat::uninitialized_view<typename T::ivec>(p + "dstart", n(NvS));
@@ -73,9 +75,11 @@ struct PlanStore {
         MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_REF)
 #undef MOONEP_PLAN_STORE_REF
     };
-    return RankPlanView<Mem>::over(config, rank, [&](std::size_t i) {
+    RankPlanView<Mem> v = RankPlanView<Mem>::over(config, rank, [&](std::size_t i) {
       return by_field[i]->data() + ul * static_cast<std::size_t>(field_capacity(kPlanFields[i], config));
     });
+    v.entries = typename RankPlanView<Mem>::count(entries.data() + ul, 1);
+    return v;
   }
 
  private:
@@ -87,15 +91,17 @@ struct PlanStore {
 
 // The small tables of rank l (entry k < width_ = max(G, R*B, 2)): cu_seqlens and
 // zero_fill_ranges from its own tables, experts_to_copy from the shared
-// ones, remote_stats.
+// ones, remote_stats, and the step's N_l.
 template <class Exec>
 struct CopyTables {
-  typename Types<Exec>::ivec cu, zfr, etc, rs;
+  typename Types<Exec>::ivec cu, zfr, etc, rs, entries;
   typename Types<Exec>::refs chunk, shared_tables;
+  LocalRanks<Exec> ranks;
   std::int64_t G, RB, ow_cu, ow_zfr, ow_rs, sh_etc, width_;
 
   CopyTables(const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out)
-      : cu(out.cu_seqlens), zfr(out.zero_fill_ranges), etc(out.experts_to_copy), rs(out.remote_stats), chunk(lr.chunk), shared_tables(lr.shared_tables),
+      : cu(out.cu_seqlens), zfr(out.zero_fill_ranges), etc(out.experts_to_copy), rs(out.remote_stats),
+        entries(out.entries), chunk(lr.chunk), shared_tables(lr.shared_tables), ranks(lr),
         G(CL.E + CL.B), RB(static_cast<std::int64_t>(CL.R) * CL.B), ow_cu(CL.own + CL.ow_cu),
         ow_zfr(CL.own + CL.ow_zfr), ow_rs(CL.own + CL.ow_rs), sh_etc(CL.sh_etc) {
     width_ = G > RB ? G : RB;
@@ -111,6 +117,7 @@ struct CopyTables {
     }
     if (k < RB) etc(l * RB + k) = shared_tables(l).at[sh_etc + k];
     if (k < 2) rs(2 * l + k) = own[ow_rs + k];
+    if (k == 0) entries(l) = static_cast<std::int32_t>(ranks.entries(l));
   }
 };
 

@@ -8,7 +8,11 @@
 // hist[l][e][b] counts expert e in block b of rank l (block index fastest);
 // base[l][e][b] is the position of block b's first e-entry in the
 // concatenation of every rank's sorted entries (rank l's part starts at
-// l*N once validation passed: all its entries are valid). The scatter
+// l*N in the host walk; in the device scan after the entries of the ranks
+// before it, l*N on a full step: all its entries are valid once validation
+// passed). A ragged rank (docs/spec/planning.md "Ragged steps") keeps the
+// blocks of S*K entries; the kernels stop at its N_l = s_l*K
+// (LocalRanks::entries). The scatter
 // places each entry at its block's base plus the number of earlier equal
 // experts in its block, so equal experts keep their flat order (stable).
 // How, by style (host_style(), portable_types.hpp):
@@ -100,6 +104,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
   const std::int64_t N = s.N, len = s.block_len;
   const auto hist = s.hist;
   const auto routing = lr.routing;
+  const LocalRanks<Exec> ranks = lr;  // entries(l): N_l of a ragged step
   if (s.host_style) {
     Kokkos::parallel_reduce(
         "moonep::portable::validate_histogram", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
@@ -108,7 +113,8 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
           const std::int32_t* ids = routing(l).at;
           std::int32_t* h = hist.data() + l * E * nb + b;  // h[e * nb] counts expert e
           for (int e = 0; e < E; ++e) h[e * nb] = 0;
-          const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
+          const std::int64_t n = ranks.entries(l);
+          const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
           for (std::int64_t i = b * len; i < end; ++i) {
             const std::int32_t e = ids[i];
             if (e < 0 || e >= E) {
@@ -130,7 +136,8 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
           typename T::scratch_i32 h(team.team_scratch(level), E);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
           team.team_barrier();
-          const std::int64_t begin = b * len, end = (b + 1) * len < N ? (b + 1) * len : N;
+          const std::int64_t n = ranks.entries(l), begin = b * len;
+          const std::int64_t stop = (b + 1) * len < n ? (b + 1) * len : n, end = stop > begin ? stop : begin;
           std::int64_t block_bad = 0;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, begin, end),
@@ -175,6 +182,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
             estart(le) = first - rank_start;
             if (has_tpe && tpe(l).at[e] != run - first) ++acc;
           }
+          if (ranks.bad_tokens(l)) ++acc;
           if (l == 0) acc += bad();
         },
         problems);
@@ -196,6 +204,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
         counts(le) = count;
         estart(le) = first - base(l * E * nb);
         if (has_tpe && tpe(l).at[le - l * E] != count) ++acc;
+        if (le == l * E && ranks.bad_tokens(l)) ++acc;
         if (le == 0) acc += bad();
       },
       problems);
@@ -253,6 +262,7 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
   const auto base = s.base;
   const auto pos = s.pos;
   const auto routing = lr.routing;
+  const LocalRanks<Exec> ranks = lr;
   if (s.host_style) {
     Kokkos::parallel_for(
         "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
@@ -261,7 +271,8 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
           const std::int32_t* ids = routing(l).at;
           std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
           const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
-          const std::int64_t end = (b + 1) * len < N ? (b + 1) * len : N;
+          const std::int64_t n = ranks.entries(l);
+          const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
           for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[ids[i] * nb]++ - rank_start;
         });
   } else {
@@ -271,7 +282,8 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
     Kokkos::parallel_for(
         "moonep::portable::phaseC1_stable_scatter", policy, KOKKOS_LAMBDA(const member& team) {
           const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
-          const std::int64_t begin = b * len, n = (b + 1) * len < N ? len : N - begin;
+          const std::int64_t begin = b * len, n_l = ranks.entries(l);
+          const std::int64_t stop = (b + 1) * len < n_l ? (b + 1) * len : n_l, n = stop > begin ? stop - begin : 0;
           const std::int32_t* ids = routing(l).at + begin;
           typename T::scratch_i32 block(team.team_scratch(level), len);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = ids[t]; });
@@ -280,8 +292,10 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
             const std::int32_t e = block(t);
             std::int32_t earlier = 0;
             for (std::int64_t j = 0; j < t; ++j) earlier += block(j) == e ? 1 : 0;
-            pos(l * N + begin + t) = base(l * E * nb + static_cast<std::int64_t>(e) * nb + b) + earlier -
-                                     static_cast<std::int32_t>(l * N);
+            // (less the rank's start in the scan: the entries of the ranks
+            // before it, l*N on a full step, fewer on a ragged one)
+            pos(l * N + begin + t) =
+                base(l * E * nb + static_cast<std::int64_t>(e) * nb + b) + earlier - base(l * E * nb);
           });
         });
   }

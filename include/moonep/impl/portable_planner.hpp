@@ -100,6 +100,9 @@ class PortablePlanner {
     lr_.direct_chunk = typename T::refs("moonep::portable::local.direct_chunk", layout_.R);
     lr_.routing = typename T::crefs("moonep::portable::local.routing", L);
     lr_.tpe = typename T::crefs("moonep::portable::local.tpe", L);
+    lr_.routing_len = typename T::lvec("moonep::portable::local.routing_len", L);
+    lr_.S = config_.tokens;
+    lr_.K = config_.topk;
     auto h_rank = Kokkos::create_mirror_view(lr_.rank);
     auto h_chunk = Kokkos::create_mirror_view(lr_.chunk);
     auto h_shared = Kokkos::create_mirror_view(lr_.shared_tables);
@@ -118,6 +121,7 @@ class PortablePlanner {
     Kokkos::deep_copy(lr_.direct_chunk, h_direct);
     h_routing_ = Kokkos::create_mirror_view(lr_.routing);
     h_tpe_ = Kokkos::create_mirror_view(lr_.tpe);
+    h_routing_len_ = Kokkos::create_mirror_view(lr_.routing_len);
 
     input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N,
                                                     portable::host_style<ExecutionSpace>());
@@ -146,10 +150,20 @@ class PortablePlanner {
   // must match the routing) belong to world().local_ranks()[i]. Collective.
   // Bad input on any rank: InputError on every rank, the shared buffer
   // untouched, the planner still usable.
+  //
+  // tokens_per_rank makes the step ragged (docs/spec/planning.md "Ragged
+  // steps"): a view of R counts s_r by world rank, read on the device (only
+  // the local ranks' entries; the others may hold anything). routing[i]
+  // then holds at least s_r*K ids (a view of S*K always does; ids past
+  // s_r*K are ignored) and tokens_per_expert[i] counts those s_r*K. Null: a
+  // full step, every routing view exactly S*K. Nothing is allocated either
+  // way; plan views keep dst's S*K capacity and RankPlanView::entries says
+  // how much of it the step wrote.
   const plan_type& plan(const std::vector<input_view>& routing,
-                        const std::vector<input_view>* tokens_per_expert = nullptr) {
+                        const std::vector<input_view>* tokens_per_expert = nullptr,
+                        const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::portable::plan");
-    validate_all(routing, tokens_per_expert);
+    validate_all(routing, tokens_per_expert, tokens_per_rank);
     phase_a();
     world_.barrier();
     phase_b();
@@ -167,15 +181,26 @@ class PortablePlanner {
   // The exact message of validate_rank_input for local rank li, computed
   // on the host (only on the failure path, so the copies do not matter);
   // "" if the rank's input is fine.
-  std::string host_message(std::size_t li, const input_view& routing, const input_view* tpe) const {
+  // A ragged rank's routing is read as its first s_r*K ids (all of them
+  // when the view is shorter, which validate_rank_input then names).
+  std::string host_message(std::size_t li, const input_view& routing, const input_view* tpe,
+                           const input_view* tokens_per_rank) const {
+    const int rank = world_.local_ranks()[li];
     const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_routing =
         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), routing);
     Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_tpe;
     if (tpe) h_tpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *tpe);
+    std::int64_t len = static_cast<std::int64_t>(h_routing.extent(0));
+    std::int32_t tokens = config_.tokens;
+    if (tokens_per_rank) {
+      Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&tokens, 1),
+                        Kokkos::subview(*tokens_per_rank, Kokkos::make_pair(rank, rank + 1)));
+      const std::int64_t want = static_cast<std::int64_t>(tokens) * config_.topk;
+      if (tokens >= 0 && want < len) len = want;
+    }
     try {
-      validate_rank_input(config_, world_.local_ranks()[li], h_routing.data(),
-                          static_cast<std::int64_t>(h_routing.extent(0)), tpe ? h_tpe.data() : nullptr,
-                          tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0);
+      validate_rank_input(config_, rank, h_routing.data(), len, tpe ? h_tpe.data() : nullptr,
+                          tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0, tokens);
     } catch (const InputError& e) {
       return e.what();
     }
@@ -184,29 +209,37 @@ class PortablePlanner {
 
   // Points the kernels' input tables at the caller's views (a copy to the
   // device only when a pointer changed since the last step).
-  void bind_inputs(const std::vector<input_view>& routing, const std::vector<input_view>* tpe) {
+  // (and their lengths, which bound what a ragged step reads; the counts'
+  // pointer travels in LocalRanks by value, with every kernel).
+  void bind_inputs(const std::vector<input_view>& routing, const std::vector<input_view>* tpe,
+                   const input_view* tokens_per_rank) {
     bool changed = false;
     for (std::size_t li = 0; li < routing.size(); ++li) {
       const std::int32_t* r = routing[li].data();
       const std::int32_t* t = tpe ? (*tpe)[li].data() : nullptr;
-      changed = changed || h_routing_(li).at != r || h_tpe_(li).at != t;
+      const std::int64_t n = static_cast<std::int64_t>(routing[li].extent(0));
+      changed = changed || h_routing_(li).at != r || h_tpe_(li).at != t || h_routing_len_(li) != n;
       h_routing_(li).at = r;
       h_tpe_(li).at = t;
+      h_routing_len_(li) = n;
     }
     if (changed) {
       Kokkos::deep_copy(lr_.routing, h_routing_);
       Kokkos::deep_copy(lr_.tpe, h_tpe_);
+      Kokkos::deep_copy(lr_.routing_len, h_routing_len_);
     }
+    lr_.tokens_per_rank = tokens_per_rank ? tokens_per_rank->data() : nullptr;
   }
 
-  void validate_all(const std::vector<input_view>& routing, const std::vector<input_view>* tpe) {
+  void validate_all(const std::vector<input_view>& routing, const std::vector<input_view>* tpe,
+                    const input_view* tokens_per_rank) {
     compat::ProfilingRegion region("moonep::portable::validate");
-    std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe);
+    std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe, tokens_per_rank);
     if (why.empty() && lr_.count > 0) {
-      bind_inputs(routing, tpe);
+      bind_inputs(routing, tpe, tokens_per_rank);
       if (portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr) > 0) {
         for (std::size_t li = 0; why.empty() && li < routing.size(); ++li) {
-          why = host_message(li, routing[li], tpe ? &(*tpe)[li] : nullptr);
+          why = host_message(li, routing[li], tpe ? &(*tpe)[li] : nullptr, tokens_per_rank);
         }
         if (why.empty()) why = "input rejected on this process (no rank's check names the problem)";
       }
@@ -286,6 +319,7 @@ class PortablePlanner {
   bool needs_puts_ = true;
   portable::LocalRanks<ExecutionSpace> lr_;
   typename T::crefs::HostMirror h_routing_, h_tpe_;
+  typename T::lvec::HostMirror h_routing_len_;
   portable::InputScratch<ExecutionSpace> input_;
   portable::PublishScratch<ExecutionSpace> publish_;
   portable::PlanStore<ExecutionSpace> store_;

@@ -74,6 +74,32 @@ struct LocalRanks {
   typename T::refs direct_chunk;
   typename T::crefs routing;                 // [L] routing[l].data()
   typename T::crefs tpe;                     // [L] tokens_per_expert[l].data(), or null
+  typename T::lvec routing_len;              // [L] routing[l].extent(0)
+  // The step's tokens_per_rank (R counts by world rank, in the execution
+  // space's memory), or null for a full step (docs/spec/planning.md "Ragged
+  // steps"). Only the local ranks' counts are read.
+  const std::int32_t* tokens_per_rank = nullptr;
+  int S = 1, K = 1;
+
+  // s_l, the tokens local rank l holds this step: its count clamped to
+  // 0..S and to what its routing view holds, so that no kernel reads past
+  // the view whatever the count (a bad count is a validation problem,
+  // bad_tokens).
+  KOKKOS_INLINE_FUNCTION std::int64_t tokens(std::int64_t l) const {
+    if (!tokens_per_rank) return S;
+    std::int64_t s = tokens_per_rank[rank(l)];
+    s = s < 0 ? 0 : s > S ? S : s;
+    const std::int64_t held = routing_len(l) / K;
+    return s < held ? s : held;
+  }
+  // N_l = s_l*K, the entries of rank l this step.
+  KOKKOS_INLINE_FUNCTION std::int64_t entries(std::int64_t l) const { return tokens(l) * K; }
+  // Whether rank l's count is outside 0..S or beyond its routing view.
+  KOKKOS_INLINE_FUNCTION bool bad_tokens(std::int64_t l) const {
+    if (!tokens_per_rank) return false;
+    const std::int64_t s = tokens_per_rank[rank(l)];
+    return s < 0 || s > S || s * K > routing_len(l);
+  }
 };
 
 // Round count up to a multiple of tp (0 stays 0).

@@ -34,6 +34,12 @@ struct RankPlanView {
       std::conditional_t<S == FieldShape::pairs, pairs, std::conditional_t<S == FieldShape::triples, triples, table>>>;
 
   int rank = -1;
+  // N_r = s_r*K of the step planned last, one value: how many of dst's
+  // values are meaningful (docs/spec/planning.md "Ragged steps"; the others
+  // are undefined). Empty for a planner that plans only full steps: then
+  // all of dst (S*K) is.
+  using count = Kokkos::View<std::int32_t*, MemorySpace, Kokkos::MemoryUnmanaged>;
+  count entries;
 #define MOONEP_RANK_PLAN_VIEW_MEMBER(name, shape, ...) view_of<FieldShape::shape> name;
   MOONEP_PLAN_FIELDS(MOONEP_RANK_PLAN_VIEW_MEMBER)
 #undef MOONEP_RANK_PLAN_VIEW_MEMBER
@@ -67,10 +73,16 @@ struct RankPlanView {
     return v;
   }
 
-  // The plan in host memory (dup structures cut to their valid prefixes).
+  // The plan in host memory (dup structures cut to their valid prefixes,
+  // dst to its N_r entries).
   HostRankPlan to_host() const {
     HostRankPlan h;
     for_each_field([&](std::size_t i, const PlanField&, const auto& v) { copy(v, h.*kHostPlanMembers[i]); });
+    if (entries.extent(0) == 1) {
+      std::int32_t n = 0;
+      Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&n, 1), entries);
+      h.dst.resize(static_cast<std::size_t>(n));
+    }
     const std::int64_t rows = h.dup_counts[0], values = h.dup_counts[1];
     for (std::size_t i = 0; i < kPlanFieldCount; ++i) {
       const PlanField& f = kPlanFields[i];
