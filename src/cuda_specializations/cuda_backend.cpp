@@ -36,6 +36,7 @@ class CudaHostPlanner final : public HostPlanner {
     cudaStreamDestroy(stream_);
   }
   Backend backend() const override { return Backend::cuda; }
+  using HostPlanner::load;  // the ragged overload: the base refuses counts (full steps only)
 
   void load(const Routing& routing, const TokensPerExpert* tpe) override {
     validate_problem(config_, routing, tpe);

@@ -40,6 +40,7 @@ class GpuWorldHostPlanner final : public HostPlanner {
     for (auto* p : tpe_) cudaFree(p);
   }
   Backend backend() const override { return Backend::cuda; }
+  using HostPlanner::load;  // the ragged overload: the base refuses counts (full steps only)
   void load(const Routing& routing, const TokensPerExpert* tpe) override {
     validate_problem(config_, routing, tpe);
     for (int r = 0; r < config_.ranks; ++r) {
