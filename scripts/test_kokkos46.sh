@@ -11,7 +11,7 @@
 #           specialization: build only (no GPU driver here, so no program
 #           can start); without MPI and examples (see leg_cuda for why).
 #   cxx20   C++20, the standard Kokkos 5 requires, against the OpenMP build:
-#           build everything and run the suite without the MPI tests.
+#           build everything, then run a handful of tests (see leg_cxx20).
 # Each leg prints a banner and ends with one line "RESULT <leg>: ...".
 # The script fails if any leg failed, after running all the asked-for legs.
 #
@@ -228,12 +228,17 @@ leg_cxx20() {
   if [[ $n20 -eq 0 || $n17 -ne 0 ]]; then
     result cxx20 FAILED "build OK but $n20 commands use -std=c++20, $n17 -std=c++17"; return 0
   fi
-  # The MPI tests add nothing that C++20 changes over the openmp leg.
-  OMP_NUM_THREADS=2 run_ctest "$dir" -LE mpi
+  # This leg is a compile proxy for Kokkos 5: building everything as C++20
+  # is its point. The code is the openmp leg's, which runs the whole suite,
+  # so a handful of tests show that the C++20 binaries work (the planners,
+  # the JSON I/O, moonep-plan, the examples) and CI keeps time for the
+  # sanitizer run (.ci/run runs it after this script).
+  OMP_NUM_THREADS=2 run_ctest "$dir" \
+    -R '^(test_reference|test_portable_vs_reference|test_io|cli_plan_good|cli_bad_truncated|example_minimal|example_moe_layer)$'
   if [[ $tests_ok -ne 1 ]]; then
-    result cxx20 FAILED "build OK ($n20 commands -std=c++20); tests (no MPI): $tests_summary"; return 0
+    result cxx20 FAILED "build OK ($n20 commands -std=c++20); tests (a handful): $tests_summary"; return 0
   fi
-  result cxx20 OK "build OK ($build_steps commands, all -std=c++20); tests (no MPI): $tests_summary"
+  result cxx20 OK "build OK ($build_steps commands, all -std=c++20); tests (a handful): $tests_summary"
 }
 
 for leg in "${legs[@]}"; do

@@ -7,6 +7,14 @@ foreach(_var Kokkos_DIR KokkosKernels_DIR)
     list(APPEND _install_extra "-D${_var}=${${_var}}")
   endif()
 endforeach()
+# ... and be compiled and linked with this build's flags: a libmoonep.a built
+# with -fsanitize=address,undefined (scripts/test_sanitizers.sh) links only
+# into a program that links the sanitizer runtimes too.
+foreach(_var CMAKE_CXX_FLAGS CMAKE_EXE_LINKER_FLAGS)
+  if(NOT "${${_var}}" STREQUAL "")
+    list(APPEND _install_extra "-D${_var}=${${_var}}")
+  endif()
+endforeach()
 # The user's prefixes (Spack views etc.) come after the install prefix.
 string(REPLACE ";" "|" _install_prefixes "${CMAKE_PREFIX_PATH}")
 string(REPLACE ";" "|" _install_extra "${_install_extra}")
