@@ -80,9 +80,14 @@ class CudaSpecPlanner {
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::plan");
-    const std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
+    // Bad input first (shapes as the counts say, then the counts), then
+    // the refusal of a ragged step; a full one, counts or not, must hold
+    // S*K ids on every rank, which the kernel reads.
+    std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank);
     if (!why.empty()) throw InputError(why);
     if (tokens_per_rank) refuse_ragged(config_, *tokens_per_rank);
+    why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
+    if (!why.empty()) throw InputError(why);
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
