@@ -33,6 +33,7 @@
 
 #include "moonep/config.hpp"
 #include "moonep/host_plan.hpp"
+#include "moonep/impl/plan_fields.hpp"
 #include "moonep/moonep_config.hpp"
 
 #if !MOONEP_HAVE_CUDA
@@ -79,15 +80,13 @@ struct Options {
 // the next plan() call. dup_groups/dup_loffs: only the prefixes named by
 // dup_counts are meaningful; their row order may vary between runs.
 struct DeviceRankPlan {
-  std::int32_t* dst;               // [N]
-  std::int32_t* cu_seqlens;        // [E+B]
-  std::int32_t* zero_fill_ranges;  // [E+B][2]
-  std::int32_t* experts_to_copy;   // [R][B]
-  std::int32_t* remote_stats;      // [2]
-  std::int32_t* src_info;          // [NvS]
-  std::int32_t* dup_groups;        // [NvS][3]
-  std::int32_t* dup_loffs;         // [NvS]
-  std::int32_t* dup_counts;        // [2]
+  // One pointer per output of moonep/impl/plan_fields.hpp, named as the
+  // output: dst [N], cu_seqlens [E+B], zero_fill_ranges [E+B][2],
+  // experts_to_copy [R][B], remote_stats [2], src_info [NvS],
+  // dup_groups [NvS][3], dup_loffs [NvS], dup_counts [2].
+#define MOONEP_DEVICE_RANK_PLAN_MEMBER(name, ...) std::int32_t* name;
+  MOONEP_PLAN_FIELDS(MOONEP_DEVICE_RANK_PLAN_MEMBER)
+#undef MOONEP_DEVICE_RANK_PLAN_MEMBER
 };
 
 // Whether a CUDA device is visible; reason in *why_not otherwise.

@@ -116,9 +116,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   s.rank_plans.resize(R);
   for (int r = 0; r < R; ++r) {
     std::int32_t* o = s.out.words() + static_cast<i64>(r) * p.out.words;
-    s.rank_plans[r] = DeviceRankPlan{o + p.out.dst,      o + p.out.cu,         o + p.out.zfr,
-                                     o + p.out.etc,      o + p.out.rs,         o + p.out.src_info,
-                                     o + p.out.dup_groups, o + p.out.dup_loffs, o + p.out.dup_counts};
+    s.rank_plans[r] = impl::device_rank_plan(o, p.out);
   }
   s.last_topk.assign(R, nullptr);
   s.last_tpe.assign(R, nullptr);

@@ -331,9 +331,7 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
     q.loc_base = own + p.sym.words;
     q.out_base = own + p.sym.words + p.loc.words;
     std::int32_t* o = q.out_base;
-    rank_plans[r] = DeviceRankPlan{o + p.out.dst,        o + p.out.cu,        o + p.out.zfr,
-                                   o + p.out.etc,        o + p.out.rs,        o + p.out.src_info,
-                                   o + p.out.dup_groups, o + p.out.dup_loffs, o + p.out.dup_counts};
+    rank_plans[r] = impl::device_rank_plan(o, p.out);
   }
   for (int r : local) {
     DeviceScope on(devices[r]);

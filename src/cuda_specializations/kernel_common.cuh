@@ -145,10 +145,10 @@ __device__ __forceinline__ int pad_to(const KernelParams& p, int count) {
 // starts at `start` and holds `count` entries; returns the group's end.
 __device__ __forceinline__ int store_group(const KernelParams& p, std::int32_t* od, int g, int start, int count) {
   const int padded = pad_to(p, count);
-  od[p.out.cu + g] = start + padded;
+  od[p.out.cu_seqlens + g] = start + padded;
   const bool fill = count > 0 && padded > count;
-  od[p.out.zfr + 2 * g] = fill ? start + count : 0;
-  od[p.out.zfr + 2 * g + 1] = fill ? padded - count : 0;
+  od[p.out.zero_fill_ranges + 2 * g] = fill ? start + count : 0;
+  od[p.out.zero_fill_ranges + 2 * g + 1] = fill ? padded - count : 0;
   return start + padded;
 }
 

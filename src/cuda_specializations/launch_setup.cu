@@ -12,6 +12,14 @@ namespace moonep::cuda::impl {
 namespace {
 
 using i64 = std::int64_t;
+using ::moonep::impl::field_capacity;
+using ::moonep::impl::field_columns;
+using ::moonep::impl::field_prefix_values;
+using ::moonep::impl::field_rows;
+using ::moonep::impl::FieldHeld;
+using ::moonep::impl::kPlanFields;
+using ::moonep::impl::PlanField;
+namespace plan_field_index = ::moonep::impl::plan_field_index;
 
 i64 round4(i64 n) { return (n + 3) / 4 * 4; }
 
@@ -130,7 +138,6 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
 void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   const int R = config.ranks, E = config.experts, B = config.copy_slots;
   const i64 NvS = config.slots(), N = config.entries();
-  const i64 Gp = round4(E + B);
 
   Bump sym;
   p.sym.ctrl = sym.take(kNumCtrl * kCtrlStride);
@@ -155,16 +162,15 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.loc.ncand = loc.take(R);
   p.loc.words = (loc.next + 63) / 64 * 64;
 
+  // Every output region holds its rows rounded up to 4 (16-byte access).
   Bump out;
-  p.out.dst = out.take(N);
-  p.out.cu = out.take(Gp);
-  p.out.zfr = out.take(2 * Gp);
-  p.out.etc = out.take(static_cast<i64>(R) * B);
-  p.out.rs = out.take(2);
-  p.out.src_info = out.take(NvS);
-  p.out.dup_groups = out.take(3 * NvS);
-  p.out.dup_loffs = out.take(NvS);
-  p.out.dup_counts = out.take(2);
+#define MOONEP_OUT_REGION(name, ...)                                       \
+  {                                                                        \
+    const PlanField& f = kPlanFields[plan_field_index::name];              \
+    p.out.name = out.take(round4(field_rows(f, config)) * field_columns(f, config)); \
+  }
+  MOONEP_PLAN_FIELDS(MOONEP_OUT_REGION)
+#undef MOONEP_OUT_REGION
   p.out.words = (out.next + 63) / 64 * 64;
 
   p.R = R;
@@ -214,15 +220,17 @@ HostPlan copy_plans_out(const Config& c, const std::vector<DeviceRankPlan>& plan
     if (before_rank) before_rank(r);
     const DeviceRankPlan& d = plans[r];
     HostRankPlan& h = plan.ranks[r];
-    fetch(h.dst, d.dst, c.entries());
-    fetch(h.cu_seqlens, d.cu_seqlens, c.groups());
-    fetch(h.zero_fill_ranges, d.zero_fill_ranges, 2LL * c.groups());
-    fetch(h.experts_to_copy, d.experts_to_copy, static_cast<i64>(c.ranks) * c.copy_slots);
-    fetch(h.remote_stats, d.remote_stats, 2);
-    fetch(h.src_info, d.src_info, c.slots());
+    // dup_counts first: it says how much of the prefixed fields is held.
     fetch(h.dup_counts, d.dup_counts, 2);
-    fetch(h.dup_groups, d.dup_groups, 3LL * h.dup_counts[0]);
-    fetch(h.dup_loffs, d.dup_loffs, h.dup_counts[1]);
+#define MOONEP_FETCH_FIELD(name, ...)                                                               \
+  {                                                                                                 \
+    const PlanField& f = kPlanFields[plan_field_index::name];                                       \
+    fetch(h.name, d.name,                                                                           \
+          f.held == FieldHeld::whole ? field_capacity(f, c)                                         \
+                                     : field_prefix_values(f, h.dup_counts[0], h.dup_counts[1]));   \
+  }
+    MOONEP_PLAN_FIELDS(MOONEP_FETCH_FIELD)
+#undef MOONEP_FETCH_FIELD
   }
   return plan;
 }

@@ -69,6 +69,15 @@ void throw_status(const DeviceStatus& st, const Config& config,
                   const std::function<std::int32_t(int rank, bool is_tpe, std::int64_t index)>& value_at,
                   const std::string& late_text);
 
+// Rank plan pointers into a rank's outputs `o` laid out as `out`.
+inline DeviceRankPlan device_rank_plan(std::int32_t* o, const OutLayout& out) {
+  DeviceRankPlan d{};
+#define MOONEP_DEVICE_PLAN_AT(name, ...) d.name = o + out.name;
+  MOONEP_PLAN_FIELDS(MOONEP_DEVICE_PLAN_AT)
+#undef MOONEP_DEVICE_PLAN_AT
+  return d;
+}
+
 // Every rank's plan from device memory (`before_rank(r)` runs before rank
 // r's copies: the GPU world makes r's device current there).
 HostPlan copy_plans_out(const Config& config, const std::vector<DeviceRankPlan>& plans,

@@ -146,7 +146,7 @@ __device__ void plan_steps_1_to_3(const Block& b, int* sm, unsigned step) {
         cand[(static_cast<i64>(t) * epn + c) * 2 + 1] = take;
       },
       [&](int e, int h, int keep) { alloc[static_cast<i64>(e) * R + h] = keep; },
-      [&](int h, int copies) { b.out_of(h)[p.out.rs + 1] = copies; }, [](int) {});
+      [&](int h, int copies) { b.out_of(h)[p.out.remote_stats + 1] = copies; }, [](int) {});
   __syncthreads();
   for (int t = b.tid; t < R; t += kThreads) ncand[t] = min(s_ncand[t], epn);
 }
@@ -225,9 +225,9 @@ __device__ void plan_steps_4_5(const Block& b, int* sm, int d) {
     for (int e = b.tid; e < E; e += kThreads) erow[e] = s_eoff[e];
   }
   for (int i = b.tid; i < R * B; i += kThreads) {
-    b.out_of(i / B)[p.out.etc + static_cast<i64>(d) * B + i % B] = s_etc[i % B];
+    b.out_of(i / B)[p.out.experts_to_copy + static_cast<i64>(d) * B + i % B] = s_etc[i % B];
   }
-  if (b.tid == 0) od[p.out.rs] = nc;
+  if (b.tid == 0) od[p.out.remote_stats] = nc;
   __syncthreads();
 }
 

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "moonep/impl/plan_fields.hpp"
+
 namespace moonep::cuda::impl {
 
 // Threads per block, and the register cap per thread both kernels are
@@ -80,8 +82,12 @@ struct LocLayout {
   std::int64_t words;
 };
 
+// A rank's outputs: one offset per field of MOONEP_PLAN_FIELDS
+// (moonep/impl/plan_fields.hpp), named as the field.
 struct OutLayout {
-  std::int64_t dst, cu, zfr, etc, rs, src_info, dup_groups, dup_loffs, dup_counts;
+#define MOONEP_OUT_LAYOUT_OFFSET(name, ...) std::int64_t name;
+  MOONEP_PLAN_FIELDS(MOONEP_OUT_LAYOUT_OFFSET)
+#undef MOONEP_OUT_LAYOUT_OFFSET
   std::int64_t words;
 };
 

@@ -456,10 +456,10 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   if (b.lb == 0) {
     // Every rank's output holds the whole experts_to_copy table.
     MOONEP_ROLLED
-    for (int i = b.tid; i < R * p.B; i += kThreads) b.out()[p.out.etc + i] = t.etc[i];
+    for (int i = b.tid; i < R * p.B; i += kThreads) b.out()[p.out.experts_to_copy + i] = t.etc[i];
     if (b.tid == 0) {
-      b.out()[p.out.rs] = min(t.ncand[b.rank], epn);
-      b.out()[p.out.rs + 1] = t.copies[b.rank];
+      b.out()[p.out.remote_stats] = min(t.ncand[b.rank], epn);
+      b.out()[p.out.remote_stats + 1] = t.copies[b.rank];
     }
   }
 }
