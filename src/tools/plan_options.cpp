@@ -105,6 +105,9 @@ synthetic options (defaults in brackets):
                            (0 = uniform, 1 = typical, 3 = extreme)
   --seed N [1]
   --save-problem PATH      also write the synthetic problem file
+  --ragged                 a ragged step: each rank holds s_r tokens, drawn
+                           uniformly from 0..S (reproducible by --seed);
+                           plan it with --backend portable or reference
 
 The summary goes to standard output, or to standard error when the plan
 does. Kokkos options (--kokkos-...) are passed on to Kokkos.
@@ -136,6 +139,11 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
     }
     if (arg == "--summary") {
       o.summary = true;
+      continue;
+    }
+    if (arg == "--ragged") {
+      o.ragged = true;
+      synthetic_flag = arg;
       continue;
     }
     if (arg == "--json") {

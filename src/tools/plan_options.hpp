@@ -52,6 +52,9 @@ struct PlanOptions {
   Config config{8, 256, 8, 4096, 4, 128};
   double imbalance = 1.0;
   std::uint64_t seed = 1;
+  // --ragged: a ragged synthetic step, each rank's token count s_r drawn
+  // uniformly from 0..S (from the seed, so reproducible).
+  bool ragged = false;
   int steps = 0;  // 0 = default: 20 in synthetic mode, 1 with --input
 
   std::vector<std::string> kokkos_args;  // --kokkos-* options, passed on to Kokkos

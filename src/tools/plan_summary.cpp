@@ -19,6 +19,7 @@ PlanSummary summarize(const HostPlan& plan, const Routing& routing) {
   const int R = c.ranks, B = c.copy_slots, epn = c.experts_per_rank();
   PlanSummary s;
   s.config = c;
+  if (plan.tokens_per_rank && is_ragged(c, &*plan.tokens_per_rank)) s.tokens = *plan.tokens_per_rank;
   s.load_before.assign(R, 0);
   for (const auto& rank_routing : routing)
     for (std::int32_t e : rank_routing) ++s.load_before[e / epn];
@@ -148,12 +149,34 @@ void print_summary(std::ostream& out, const PlanSummary& s, const RunInfo& run, 
   char line[256];
   out << "moonep-plan: " << run.source << "\n";
   out << "configuration: " << describe(c) << "\n";
-  std::snprintf(line, sizeof line,
-                "  %d experts per rank; every rank must receive CAP = S*K = %lld entries; "
-                "NvS = %lld slots per rank\n\n",
-                c.experts_per_rank(), static_cast<long long>(c.capacity()),
-                static_cast<long long>(c.slots()));
-  out << line;
+  if (s.tokens.empty()) {
+    std::snprintf(line, sizeof line,
+                  "  %d experts per rank; every rank must receive CAP = S*K = %lld entries; "
+                  "NvS = %lld slots per rank\n\n",
+                  c.experts_per_rank(), static_cast<long long>(c.capacity()),
+                  static_cast<long long>(c.slots()));
+    out << line;
+  } else {
+    // A ragged step (docs/spec/planning.md "Ragged steps"): T entries in
+    // all, rank r receives CAP_r = T div R, one more on the lowest T mod R.
+    std::int64_t T = 0;
+    for (std::int32_t t : s.tokens) T += static_cast<std::int64_t>(t) * c.topk;
+    std::snprintf(line, sizeof line,
+                  "  %d experts per rank; a ragged step of T = %lld entries: rank r must receive "
+                  "CAP_r = %lld%s; NvS = %lld slots per rank\n",
+                  c.experts_per_rank(), static_cast<long long>(T), static_cast<long long>(T / R),
+                  T % R ? (" (+1 on ranks 0.." + std::to_string(T % R - 1) + ")").c_str() : "",
+                  static_cast<long long>(c.slots()));
+    out << line;
+    out << "  tokens per rank:";
+    if (R <= kCompactTableRanks) {
+      for (std::int32_t t : s.tokens) out << " " << t;
+    } else {
+      out << " " << *std::min_element(s.tokens.begin(), s.tokens.end()) << " .. "
+          << *std::max_element(s.tokens.begin(), s.tokens.end());
+    }
+    out << " (of S = " << c.tokens << ")\n\n";
+  }
   const bool compact = table == TableStyle::compact || (table == TableStyle::automatic && R > kCompactTableRanks);
   if (compact && R > 8) {
     print_compact_table(out, s);

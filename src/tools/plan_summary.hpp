@@ -18,6 +18,7 @@ struct PlanSummary {
   std::vector<int> copied_in;             // experts copied into each rank's copy slots
   std::vector<int> remote_experts;        // remote experts with tokens on each rank
   std::vector<std::int64_t> padding;      // zero-filled slots on each rank
+  std::vector<std::int32_t> tokens;       // a ragged step's s_r per rank; empty for a full step
 };
 
 // Before: per owner rank, the routed entries naming its experts. After and

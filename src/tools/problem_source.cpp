@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "moonep/error.hpp"
@@ -50,7 +51,20 @@ Problem load_problem(const PlanOptions& o, RunShape run, std::int64_t limit, Mem
   const MemoryNeed whole = estimate_memory(run);
   check_memory(whole, limit, (o.synthetic() ? "" : file_name(o.input) + ": ") + "planning " + describe(p.config));
   if (need) *need = whole;
-  if (o.synthetic()) p.routing = synthetic_routing(p.config, o.imbalance, o.seed);
+  if (o.synthetic()) {
+    p.routing = synthetic_routing(p.config, o.imbalance, o.seed);
+    if (o.ragged) {
+      // s_r from its own stream of the seed; rank r keeps the first s_r of
+      // its tokens.
+      std::mt19937_64 rng(o.seed ^ 0x9e3779b97f4a7c15ull);
+      TokensPerRank tokens(static_cast<std::size_t>(p.config.ranks));
+      for (int r = 0; r < p.config.ranks; ++r) {
+        tokens[r] = static_cast<std::int32_t>(rng() % (static_cast<std::uint64_t>(p.config.tokens) + 1));
+        p.routing[r].resize(static_cast<std::size_t>(tokens[r]) * p.config.topk);
+      }
+      p.tokens_per_rank = tokens;
+    }
+  }
   return p;
 }
 
@@ -63,8 +77,8 @@ std::string describe_source(const PlanOptions& o) {
   if (!o.synthetic()) return "problem file " + file_name(o.input);
   char buf[160];
   std::snprintf(buf, sizeof buf,
-                "synthetic step (lognormal expert popularity, imbalance %.2f, seed %llu)",
-                o.imbalance, static_cast<unsigned long long>(o.seed));
+                "%ssynthetic step (lognormal expert popularity, imbalance %.2f, seed %llu)",
+                o.ragged ? "ragged " : "", o.imbalance, static_cast<unsigned long long>(o.seed));
   return buf;
 }
 

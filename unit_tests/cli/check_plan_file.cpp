@@ -16,8 +16,8 @@ int main(int argc, char* argv[]) {
     const moonep::Problem problem = moonep::read_problem_file(argv[1]);
     const moonep::HostPlan plan = moonep::read_plan_file(argv[2]);
     const moonep::HostPlan expected = moonep::plan_reference(
-        problem.config, problem.routing,
-        problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr);
+        problem.config, problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
+        problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr);
     if (moonep::describe(plan.config) != moonep::describe(problem.config)) {
       std::fprintf(stderr, "plan is for %s, problem is %s\n", moonep::describe(plan.config).c_str(),
                    moonep::describe(problem.config).c_str());

@@ -191,6 +191,16 @@ moonep_cli_test(synthetic_files
   ARGS "--ranks|4|--experts|32|--topk|4|--tokens|128|--copy-slots|2|--token-padding|8|--imbalance|2|--seed|9|--steps|2|--save-problem|${_cli_work}/synthetic_files/problem.json|--output|${_cli_work}/synthetic_files/plan.json"
   EXPECT_RC 0 EXPECT_STDOUT "max/mean " OUTPUT ${_cli_work}/synthetic_files/plan.json OUTPUT_MODE created
   CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_work}/synthetic_files/problem.json|${_cli_work}/synthetic_files/plan.json")
+# A ragged synthetic step (--ragged): the counts are drawn from the seed,
+# the summary says what each rank must receive, and the plan file (with
+# the problem saved beside it) is exactly plan_reference's.
+moonep_cli_test(synthetic_ragged
+  ARGS "--ragged|--ranks|4|--experts|16|--topk|4|--tokens|64|--copy-slots|4|--token-padding|4|--seed|3|--steps|2|--backend|portable|--save-problem|${_cli_work}/synthetic_ragged/problem.json|--output|${_cli_work}/synthetic_ragged/plan.json"
+  EXPECT_RC 0 EXPECT_STDOUT "ragged synthetic step|a ragged step of T = |tokens per rank: |max/mean "
+  OUTPUT ${_cli_work}/synthetic_ragged/plan.json OUTPUT_MODE created
+  CHECK "$<TARGET_FILE:moonep_check_plan_file>|${_cli_work}/synthetic_ragged/problem.json|${_cli_work}/synthetic_ragged/plan.json")
+moonep_cli_test(usage_ragged_with_input
+  ARGS "--input|${_cli_dir}/problems/good.json|--ragged" EXPECT_RC 2 EXPECT_STDERR "--ragged is for synthetic mode")
 moonep_cli_test(synthetic_plan_to_stdout
   ARGS "--ranks|2|--experts|8|--topk|2|--tokens|16|--copy-slots|1|--token-padding|4|--steps|1|--output|-"
   EXPECT_RC 0 ALLOW_STDERR EXPECT_STDOUT "{\"ranks\":2,\"experts\":8")
