@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/backend_factories.hpp"
+#include "host_checks.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
@@ -13,9 +14,7 @@
 namespace moonep::impl {
 namespace {
 
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
-}
+using cuda::impl::check_cuda;
 
 class CudaHostPlanner final : public HostPlanner {
  public:

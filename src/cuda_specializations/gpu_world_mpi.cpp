@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "moonep/error.hpp"
+#include "host_checks.hpp"
 #include "moonep/mpi_world.hpp"
 #include "world_peers.hpp"
 
@@ -228,10 +229,7 @@ std::unique_ptr<GpuWorld> make_mpi_gpu_world(const Config& config, MPI_Comm comm
     throw InputError(std::string(kWho) + ": " + std::to_string(size) + " processes for " +
                      std::to_string(config.ranks) + " ranks (one process per rank)");
   }
-  if (!(options.timeout_s > 0 && options.timeout_s <= 86400)) {
-    throw InputError(std::string(kWho) + ": timeout_s = " + std::to_string(options.timeout_s) +
-                     " must be a number of seconds in (0, 86400]");
-  }
+  impl::timeout_ns_of(options.timeout_s, kWho);  // the peers wait with it before the world checks it
   return impl::WorldFactory::over(config, device, std::make_unique<MpiPeers>(comm, options.timeout_s), options);
 }
 

@@ -17,14 +17,13 @@
 #include "moonep/config.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/host_plan.hpp"
+#include "host_checks.hpp"
 #include "plan_kernel.hpp"
 
 namespace moonep::cuda::impl {
 
 __global__ void plan_kernel(const __grid_constant__ KernelParams p);
 __global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
-
-void check_cuda(cudaError_t err, const char* what);
 
 // The status a launch starts from (no bad entry, nothing late).
 inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, 0u, 0u};
@@ -82,10 +81,6 @@ inline DeviceRankPlan device_rank_plan(std::int32_t* o, const OutLayout& out) {
 // r's copies: the GPU world makes r's device current there).
 HostPlan copy_plans_out(const Config& config, const std::vector<DeviceRankPlan>& plans,
                         const std::function<void(int rank)>& before_rank);
-
-// timeout_s (a planner option) in ns for KernelParams::timeout_ns;
-// InputError unless 0 < timeout_s <= one day.
-unsigned long long timeout_ns_of(double timeout_s, const char* who);
 
 // "the counts gather", "the step 1-3 tables", "the step 4-5 offsets" for
 // the bits of DeviceStatus::late, joined with "and".
