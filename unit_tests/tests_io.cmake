@@ -7,3 +7,6 @@ moonep_add_test(test_cli_summary test_cli_summary.cpp
   ${PROJECT_SOURCE_DIR}/src/tools/plan_summary.cpp ${PROJECT_SOURCE_DIR}/src/tools/progress.cpp)
 find_package(Threads REQUIRED)
 target_link_libraries(test_cli_summary PRIVATE nlohmann_json::nlohmann_json Threads::Threads)
+# moonep-plan's command line, from its sources.
+moonep_add_test(test_cli_options test_cli_options.cpp
+  ${PROJECT_SOURCE_DIR}/src/tools/plan_options.cpp ${PROJECT_SOURCE_DIR}/src/tools/memory_budget.cpp)

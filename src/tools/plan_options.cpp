@@ -1,6 +1,7 @@
 // moonep-plan's command line: --name value or --name=value.
 #include "plan_options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -55,6 +56,13 @@ double to_double(const std::string& name, const std::string& text, double lo, do
 
 }  // namespace
 
+int default_copy_slots(const Config& c) {
+  if (c.ranks < 1 || c.ranks > kMaxRanks || c.experts < 1 || c.experts % c.ranks != 0) return 1;
+  if (c.ranks == 1) return 1;
+  const std::int64_t room = INT32_MAX / c.ranks - static_cast<std::int64_t>(c.experts);
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(c.experts / c.ranks, room)));
+}
+
 std::string plan_usage() {
   return R"(usage: moonep-plan --input PROBLEM.json [--output PLAN.json|-] [options]
        moonep-plan [synthetic options] [--output PLAN.json|-] [options]
@@ -100,7 +108,9 @@ options:
 
 synthetic options (defaults in brackets):
   --ranks R [8]  --experts E [256]  --topk K [8]  --tokens S [4096]
-  --copy-slots B [4]  --token-padding TP [128]
+  --copy-slots B [E/R]     copy slots per rank; E/R always suffices
+                           (1 with one rank, where no expert is remote)
+  --token-padding TP [128]
   --imbalance SIGMA [1.0]  sigma of the lognormal expert popularity
                            (0 = uniform, 1 = typical, 3 = extreme)
   --seed N [1]
@@ -127,6 +137,7 @@ std::string plan_version() {
 PlanOptions parse_plan_options(int argc, const char* const* argv) {
   PlanOptions o;
   std::string synthetic_flag;  // a synthetic option seen, for the --input check
+  bool copy_slots_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--kokkos-", 0) == 0) {
@@ -236,6 +247,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
       if (!field) throw UsageError("unknown option '" + name + "' (see --help)");
       *field = to_int(name, value, INT_MIN, INT_MAX);
       synthetic_flag = name;
+      copy_slots_given = copy_slots_given || field == &c.copy_slots;
     }
   }
   if (!o.input.empty() && !synthetic_flag.empty()) {
@@ -246,6 +258,8 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
   if (o.world == World::gpu && o.backend && *o.backend != Backend::cuda) {
     throw UsageError(std::string("--world gpu plans with the cuda backend, not --backend ") + to_string(*o.backend));
   }
+  // After the loop: --ranks and --experts may come after --copy-slots.
+  if (!copy_slots_given) o.config.copy_slots = default_copy_slots(o.config);
   if (o.steps == 0) o.steps = o.synthetic() ? 20 : 1;
   return o;
 }

@@ -46,10 +46,9 @@ struct PlanOptions {
 
   // Synthetic mode. The default is one step of a DeepSeek-V3-like layer
   // (256 experts, top-8) on 8 ranks with 4096 tokens each and a typically
-  // skewed router. A receiver takes entries of one donor, largest experts
-  // first, so it needs only a few copies: with 4 copy slots no remote expert
-  // goes without one even at imbalance 2.
-  Config config{8, 256, 8, 4096, 4, 128};
+  // skewed router. copy_slots is the default_copy_slots of the final
+  // --ranks and --experts unless --copy-slots was given (32 here).
+  Config config{8, 256, 8, 4096, 32, 128};
   double imbalance = 1.0;
   std::uint64_t seed = 1;
   // --ragged: a ragged synthetic step, each rank's token count s_r drawn
@@ -61,6 +60,15 @@ struct PlanOptions {
 
   bool synthetic() const { return input.empty(); }
 };
+
+// The copy slots of a synthetic step without --copy-slots: B = E/R, which
+// always suffices (docs/spec/planning.md "Copy slots": a rank has one donor,
+// so at most E/R remote experts have entries on it), lowered where the rules
+// of moonep::validate need less: 1 with one rank (no expert is remote), and
+// at most what keeps ranks*(experts+B) within int32. A configuration that
+// validate rejects for its ranks or experts gets 1, so that its message
+// names them and not a copy-slot count the user never gave.
+int default_copy_slots(const Config& config);
 
 // Parses argv[1..argc); throws UsageError naming the offending option.
 PlanOptions parse_plan_options(int argc, const char* const* argv);

@@ -183,6 +183,15 @@ moonep_cli_test(synthetic_summary
   ARGS "--ranks|8|--experts|64|--topk|4|--tokens|512|--copy-slots|4|--token-padding|16|--imbalance|1.5|--steps|3"
   EXPECT_RC 0
   EXPECT_STDOUT "R=8 E=64 K=4 S=512 B=4 tp=16|load before|max/mean |-> 1.00 (busiest rank|experts copied: |padding slots: |time per step: ")
+# Without --copy-slots: E/R per rank (planning.md "Copy slots"), 1 with one rank.
+moonep_cli_test(synthetic_default_copy_slots
+  ARGS "--ranks|4|--experts|32|--topk|4|--tokens|64|--token-padding|4|--imbalance|3|--steps|1"
+  EXPECT_RC 0 EXPECT_STDOUT "R=4 E=32 K=4 S=64 B=8 tp=4|in total, of 32 copy slots")
+moonep_cli_test(synthetic_default_copy_slots_one_rank
+  ARGS "--ranks|1|--experts|16|--topk|2|--tokens|8|--token-padding|4|--steps|1"
+  EXPECT_RC 0 EXPECT_STDOUT "R=1 E=16 K=2 S=8 B=1 tp=4")
+moonep_cli_test(synthetic_copy_slots_zero ARGS "--copy-slots|0|--steps|1"
+  EXPECT_RC 2 EXPECT_STDERR "copy_slots must be >= 1, got 0")
 # The timing line says how the backend ran (the Kokkos execution space).
 moonep_cli_test(synthetic_portable_details
   ARGS "--ranks|2|--experts|8|--topk|2|--tokens|64|--copy-slots|1|--token-padding|4|--steps|2|--backend|portable"
