@@ -235,6 +235,8 @@ void print_summary_json(std::ostream& out, const PlanSummary& s, const RunInfo& 
   j["world"] = run.world;
   if (run.world == "mpi") j["mpi_world"] = run.mpi_world;
   j["processes"] = run.processes;
+  // A ragged step's counts s_r (absent for a full step, as in the files).
+  if (!s.tokens.empty()) j["tokens_per_rank"] = s.tokens;
   j["load_before"] = s.load_before;
   j["load_after"] = s.load_after;
   j["copied_in"] = s.copied_in;

@@ -1,7 +1,8 @@
 // Test helper: check_summary_json SUMMARY.json PROBLEM.json PLAN.json STEPS BACKEND
 // — exit 0 when moonep-plan's --json summary agrees with the problem and
 // plan files it describes: the configuration, every rank's load before
-// (counted from the routing) and after (counted from the plan), the copies,
+// (counted from the routing) and after (counted from the plan; S*K, or a
+// ragged step's CAP_r, whose counts it repeats), the copies,
 // remote experts and padding read off the plan, the max/mean ratios and
 // totals, the steps and their median time, the backend. Else it names the
 // first disagreement and exits 1.
@@ -88,12 +89,27 @@ int main(int argc, char* argv[]) {
     }
     expect_eq(j.at("load_before").get<std::vector<std::int64_t>>(), before, "load_before");
     expect_eq(j.at("load_after").get<std::vector<std::int64_t>>(), after, "load_after");
-    expect_eq(after, std::vector<std::int64_t>(R, static_cast<std::int64_t>(c.tokens) * c.topk), "load_after = S*K");
+    // What every rank must receive: S*K, or in a ragged step the T entries
+    // spread evenly, the remainder on the lowest ranks (planning.md).
+    const bool ragged = problem.tokens_per_rank &&
+                        std::any_of(problem.tokens_per_rank->begin(), problem.tokens_per_rank->end(),
+                                    [&](std::int32_t t) { return t != c.tokens; });
+    std::vector<std::int64_t> cap(R, static_cast<std::int64_t>(c.tokens) * c.topk);
+    if (ragged) {
+      std::int64_t T = 0;
+      for (std::int32_t t : *problem.tokens_per_rank) T += static_cast<std::int64_t>(t) * c.topk;
+      for (int r = 0; r < R; ++r) cap[r] = T / R + (r < T % R ? 1 : 0);
+      expect_eq(j.at("tokens_per_rank").get<std::vector<std::int32_t>>(), *problem.tokens_per_rank,
+                "tokens_per_rank");
+    } else {
+      expect_eq(j.contains("tokens_per_rank"), false, "tokens_per_rank of a full step (absent)");
+    }
+    expect_eq(after, cap, ragged ? "load_after = CAP_r" : "load_after = S*K");
     expect_eq(j.at("padding").get<std::vector<std::int64_t>>(), padding, "padding");
     expect_eq(j.at("copied_in").get<std::vector<int>>(), copied, "copied_in");
     expect_eq(j.at("remote_experts").get<std::vector<int>>(), remote, "remote_experts");
     expect_near(j.at("max_over_mean_before").get<double>(), ratio(before), "max_over_mean_before");
-    expect_near(j.at("max_over_mean_after").get<double>(), 1.0, "max_over_mean_after");
+    expect_near(j.at("max_over_mean_after").get<double>(), ratio(after), "max_over_mean_after");
     expect_eq(j.at("max_load_before").get<std::int64_t>(), *std::max_element(before.begin(), before.end()),
               "max_load_before");
     expect_eq(j.at("experts_copied").get<int>(), std::accumulate(copied.begin(), copied.end(), 0), "experts_copied");

@@ -226,6 +226,11 @@ moonep_cli_test(json_synthetic
   ARGS "--ranks|8|--experts|64|--topk|4|--tokens|512|--copy-slots|4|--token-padding|16|--imbalance|1.5|--steps|3|--backend|reference|--json|--save-problem|${_w}/problem.json|--output|${_w}/plan.json"
   EXPECT_RC 0 EXPECT_STDOUT "{\"" STDOUT_FILE ${_w}/summary.json
   CHECK "$<TARGET_FILE:moonep_check_summary_json>|${_w}/summary.json|${_w}/problem.json|${_w}/plan.json|3|reference")
+set(_w ${_cli_work}/json_ragged)
+moonep_cli_test(json_ragged
+  ARGS "--ragged|--ranks|4|--experts|16|--topk|4|--tokens|64|--token-padding|4|--seed|5|--steps|2|--backend|portable|--json|--save-problem|${_w}/problem.json|--output|${_w}/plan.json"
+  EXPECT_RC 0 EXPECT_STDOUT "\"tokens_per_rank\":" STDOUT_FILE ${_w}/summary.json
+  CHECK "$<TARGET_FILE:moonep_check_summary_json>|${_w}/summary.json|${_w}/problem.json|${_w}/plan.json|2|portable")
 set(_w ${_cli_work}/json_input)
 moonep_cli_test(json_input
   ARGS "--input|${_cli_dir}/problems/good.json|--output|${_w}/plan.json|--json|--steps|2|--backend|portable"
