@@ -1,6 +1,7 @@
 # CTest smoke test of run_sweeps.sh (cmake -P): runs the driver in --smoke
-# mode and checks the CSV it writes — the header names every common column
-# and every row fills all of them. No timing is asserted.
+# mode and checks the CSV it writes — the header names every common column,
+# every row fills all of them, and host_sweep gave a ragged step next to the
+# full one. No timing is asserted.
 #   -DDRIVER=run_sweeps.sh -DBUILD_DIR=<build> -DOUT_DIR=<scratch dir>
 #   [-DEXPECT_WORLDS=a,b] worlds that must have rows (the benches built)
 file(REMOVE_RECURSE "${OUT_DIR}")
@@ -22,7 +23,7 @@ if(n LESS 2)
 endif()
 
 set(columns machine backend world kokkos_version git_revision R E K S B tp imbalance
-            time_per_step_us entries_per_s)
+            time_per_step_us entries_per_s step entries)
 list(GET lines 0 header)
 string(REPLACE "," ";" header_list "${header}")
 if(NOT header_list STREQUAL columns)
@@ -55,6 +56,24 @@ foreach(row IN LISTS rows)
       message(FATAL_ERROR "${csv}: '${v}' is not a number in row '${row}'")
     endif()
   endforeach()
+  list(GET field_list 14 step)
+  if(NOT step MATCHES "^(full|ragged)$")
+    message(FATAL_ERROR "${csv}: step '${step}' is neither full nor ragged in row '${row}'")
+  endif()
+  list(GET field_list 15 entries)
+  if(NOT entries MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "${csv}: '${entries}' is not a count in row '${row}'")
+  endif()
+  # A full step routes all R*S*K entries; a ragged one at most that.
+  list(GET field_list 5 R)
+  list(GET field_list 7 K)
+  list(GET field_list 8 S)
+  math(EXPR all "${R} * ${S} * ${K}")
+  if(step STREQUAL "full" AND NOT entries EQUAL all)
+    message(FATAL_ERROR "${csv}: a full step of ${entries} entries, not R*S*K = ${all}, in row '${row}'")
+  elseif(entries GREATER all)
+    message(FATAL_ERROR "${csv}: ${entries} entries, more than R*S*K = ${all}, in row '${row}'")
+  endif()
 endforeach()
 message(STATUS "${csv}: header and ${n} lines, every column filled")
 
@@ -70,6 +89,22 @@ foreach(world IN LISTS expect_worlds)
   if(NOT found)
     message(FATAL_ERROR "${csv}: no row for world '${world}' (its bench did not run)")
   endif()
+endforeach()
+
+# The host sweep times a ragged step next to each full one, same point:
+# both rows for each of its planners and the sort.
+foreach(backend IN ITEMS portable reference stable_sort)
+  foreach(step IN ITEMS full ragged)
+    set(found OFF)
+    foreach(row IN LISTS rows)
+      if(row MATCHES ",${backend},inprocess,.*,${step},[0-9]+$")
+        set(found ON)
+      endif()
+    endforeach()
+    if(NOT found)
+      message(FATAL_ERROR "${csv}: no ${step} step of ${backend} from host_sweep")
+    endif()
+  endforeach()
 endforeach()
 
 # With gnuplot, both plots: time against S, and the MPI rows against R.

@@ -36,16 +36,22 @@
 namespace moonep::perf {
 
 inline constexpr const char* kCsvHeader =
-    "machine,backend,world,kokkos_version,git_revision,R,E,K,S,B,tp,imbalance,time_per_step_us,entries_per_s";
+    "machine,backend,world,kokkos_version,git_revision,R,E,K,S,B,tp,imbalance,time_per_step_us,entries_per_s,"
+    "step,entries";
 
 // One measured point. backend: reference | portable | cuda | sort (a
 // floor, not a planner); world: inprocess | shared | rma | virtual (GPU).
+// step: full, or ragged (docs/spec/planning.md "Ragged steps": rank r holds
+// s_r <= S tokens, buffers still sized for S); entries: the step's routed
+// entries T = sum of s_r*K, what entries_per_s counts.
 struct CsvRow {
   std::string backend, world;
   Config config;
   double imbalance = 0;
   double time_per_step_us = 0;
-  double entries_per_s = 0;  // all R*S*K routed entries of a step
+  double entries_per_s = 0;  // all routed entries of a step (`entries`)
+  std::string step = "full";
+  std::int64_t entries = -1;  // -1: a full step's R*S*K
 };
 
 // A field with a comma or quote is quoted, quotes doubled (RFC 4180).
@@ -110,7 +116,8 @@ class CsvReport {
     line << csv_field(machine_) << ',' << csv_field(r.backend) << ',' << csv_field(r.world) << ','
          << kokkos_version() << ',' << csv_field(git_revision()) << ',' << c.ranks << ',' << c.experts << ','
          << c.topk << ',' << c.tokens << ',' << c.copy_slots << ',' << c.token_padding << ',' << r.imbalance << ','
-         << r.time_per_step_us << ',' << r.entries_per_s << '\n';
+         << r.time_per_step_us << ',' << r.entries_per_s << ',' << csv_field(r.step) << ','
+         << (r.entries >= 0 ? r.entries : static_cast<std::int64_t>(c.ranks) * c.entries()) << '\n';
     out << line.str();
     if (!out) throw std::runtime_error("cannot write to " + path_);
   }

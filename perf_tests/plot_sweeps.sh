@@ -1,6 +1,7 @@
 #!/bin/sh
 # plot_sweeps.sh CSV PNG [RANKS_PNG] — from a run_sweeps.sh CSV:
-#   PNG        time per step against S, one line per (backend, world, shape);
+#   PNG        time per step against S, one line per (backend, world, shape,
+#              full or ragged step);
 #              only the S sweeps are drawn: series with at least two S
 #              values (or every series when none has two, as in a smoke run);
 #   RANKS_PNG  the MPI rows (worlds shared and rma, one process per rank):
@@ -24,6 +25,8 @@ awk -v dir="$data" '
     if (substr(line, 1, 1) == "\"") line = "M" substr(line, index(substr(line, 2), "\",") + 2)
     split(line, f, ",")
     label = f[2] " (" f[3] ") R=" f[6] " E=" f[7] " K=" f[8] " B=" f[10] " tp=" f[11] " imb=" f[12]
+    # A ragged step (its own curve, mean S/2 tokens) is drawn at its S.
+    if (f[15] == "ragged") label = label " ragged"
     if (!(label in file)) { file[label] = dir "/series" (++n) ".dat"; print label > (dir "/series" n ".label") }
     print f[9], f[13] >> file[label]
     count[label]++
