@@ -170,6 +170,11 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
       ARGS "--ranks|2|--experts|32|--topk|4|--tokens|256|--copy-slots|2|--token-padding|8|--imbalance|2|--steps|3|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
       EXPECT_RC 0 EXPECT_STDOUT "max/mean |slowest of 2 MPI ranks, gpu world" OUTPUT ${_d}/plan.json
       OUTPUT_MODE created CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
+    # A ragged step: the GPU world plans full steps only (exit 1, one line).
+    moonep_mpi_cli_test(gpu_ragged 2 gpu
+      ARGS "--ranks|2|--experts|8|--topk|2|--tokens|32|--ragged|--steps|1|--output|${_work}/gpu_ragged/plan.json"
+      EXPECT_RC 1 EXPECT_STDERR "the cuda backend does not plan ragged steps yet; use --backend portable"
+      OUTPUT ${_work}/gpu_ragged/plan.json OUTPUT_MODE absent)
     # Bad input and the wrong process count: refused by every process alike
     # while reading the problem, before any GPU is touched (so these two
     # run without a GPU too).
