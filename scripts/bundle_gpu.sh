@@ -11,14 +11,17 @@
 #                       build-gpu-kokkos: upstream Kokkos 4.6.01 with the CUDA
 #                       backend (from ../shared/kokkos, see its README) + the
 #                       CUDA specialization: every test_portable_* binary
-#                       (Planner<Kokkos::Cuda> on both paths), host_sweep
+#                       (Planner<Kokkos::Cuda> on both paths),
+#                       test_gpu_world_planner (over a GPU world), host_sweep
 #                       (portable phases against the specialization) and
 #                       moonep-plan. Skipped, with a message, when the Kokkos
 #                       CUDA tarball is not there (KOKKOS_CUDA_TARBALL=...).
 #
-#   mpi/bin, mpi/lib, openmpi/
+#   mpi/bin, mpi/lib, mpi/problems, openmpi/
 #                       build-gpu-mpi: the same with MPI, test_gpu_world_mpi
-#                       (one process per rank), and Debian's Open MPI runtime
+#                       (one process per rank), moonep-plan (--world gpu under
+#                       mpirun) with the plan checker and the CLI tests'
+#                       problem files, and Debian's Open MPI runtime
 #                       relocated (bundle_openmpi.sh; MOONEP_BUNDLE_MPI=0: none).
 #
 # lib/ holds every shared library ldd resolves except glibc's own and
@@ -83,7 +86,7 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
     ktargets+=("$t")
   done
-  ktargets+=(host_sweep moonep-plan)
+  ktargets+=(test_gpu_world_planner host_sweep moonep-plan)
   cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else
@@ -98,8 +101,11 @@ if [ "${MOONEP_BUNDLE_MPI:-1}" = 1 ] && [ -x /usr/bin/orterun ]; then
   cmake -S "$ROOT" -B "$MBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
     -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=OFF -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
-  cmake --build "$MBUILD" -j"$JOBS" --target test_gpu_world_mpi
-  collect "$MBUILD" "$BUNDLE/mpi" test_gpu_world_mpi
+  mtargets=(test_gpu_world_mpi moonep-plan moonep_check_plan_file)
+  cmake --build "$MBUILD" -j"$JOBS" --target "${mtargets[@]}"
+  collect "$MBUILD" "$BUNDLE/mpi" "${mtargets[@]}"
+  mkdir -p "$BUNDLE/mpi/problems"
+  cp "$ROOT"/unit_tests/cli/problems/*.json "$BUNDLE/mpi/problems/"
   bash "$ROOT/scripts/bundle_openmpi.sh" "$BUNDLE/openmpi"
 fi
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
-# CUDA unit tests (virtual ranks and the GPU world), compute-sanitizer
+# CUDA unit tests (virtual ranks and the GPU world; under mpirun one process
+# per rank: test_gpu_world_mpi, moonep-plan --world gpu), compute-sanitizer
 # (memcheck, racecheck, synccheck) on the small [sanitize] tests of each
 # (they plant bad input), the kernel benchmark (BENCH=--headline: only the
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
 # every test_portable_* binary (Planner<Kokkos::Cuda> on the portable phases
-# and on the CUDA specialization), memcheck of the bad-input test on both
+# and on the CUDA specialization), test_gpu_world_planner (over a GPU
+# world), memcheck of the bad-input test on both
 # paths, host_sweep's portable phases against the specialization at S=512,
 # 4096, 8192
 # and moonep-plan on both backends. A test that dies is run once more under
@@ -76,6 +78,29 @@ if [ -x "$HERE/mpi/bin/test_gpu_world_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" 
       LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_mpi' --durations yes"
   done
 fi
+# moonep-plan --world gpu under mpirun (one process per rank): the plan
+# rank 0 writes must be the reference's (the plan checker), for the CLI
+# tests' problem files at 4 processes and a synthetic step at 2; the
+# summary must name the world.
+if [ -x "$HERE/mpi/bin/moonep-plan" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
+  # (step runs programs under timeout: the mpirun line is one bash -c.)
+  MPI_PLAN="source '$HERE/openmpi/mpi_env.sh' && LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun"
+  CHECK_PLAN=(env "LD_LIBRARY_PATH=$HERE/mpi/lib:$LD_LIBRARY_PATH" "$HERE/mpi/bin/moonep_check_plan_file")
+  for p in good good_tpe; do
+    rm -f "$LOGS/plan_gpu_mpi_$p.json"
+    step "plan_gpu_mpi_$p" 120 bash -c "$MPI_PLAN -np 4 '$HERE/mpi/bin/moonep-plan' --world gpu \
+      --input '$HERE/mpi/problems/$p.json' --output '$LOGS/plan_gpu_mpi_$p.json'"
+    step "plan_gpu_mpi_${p}_check" 60 "${CHECK_PLAN[@]}" "$HERE/mpi/problems/$p.json" "$LOGS/plan_gpu_mpi_$p.json"
+  done
+  rm -f "$LOGS/plan_gpu_mpi_synthetic.json" "$LOGS/plan_gpu_mpi_synthetic_problem.json"
+  step plan_gpu_mpi_synthetic 120 bash -c "$MPI_PLAN -np 2 '$HERE/mpi/bin/moonep-plan' --world gpu --ranks 2 \
+    --experts 32 --tokens 4096 --steps 20 --save-problem '$LOGS/plan_gpu_mpi_synthetic_problem.json' \
+    --output '$LOGS/plan_gpu_mpi_synthetic.json'"
+  grep -q "slowest of 2 MPI ranks, gpu world" "$LOGS/plan_gpu_mpi_synthetic.log" ||
+    SUMMARY+=("$(printf '%-22s %-14s' plan_gpu_mpi-summary 'FAIL(not the gpu world)')")
+  step plan_gpu_mpi_synthetic_check 60 "${CHECK_PLAN[@]}" "$LOGS/plan_gpu_mpi_synthetic_problem.json" \
+    "$LOGS/plan_gpu_mpi_synthetic.json"
+fi
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
 if [ -x "$HERE/bin/moonep-plan" ]; then
@@ -94,7 +119,8 @@ fi
 K=$HERE/kokkos-cuda
 if [ -d "$K" ]; then
   export LD_LIBRARY_PATH="$K/lib:$LD_LIBRARY_PATH"
-  for t in "$K"/bin/test_portable_*; do
+  for t in "$K"/bin/test_portable_* "$K"/bin/test_gpu_world_planner; do
+    [ -x "$t" ] || continue
     n=kokkos_$(basename "$t")
     step "$n" 300 "$t" --durations yes
     backtrace_if_crashed "$n" "$t"

@@ -12,7 +12,12 @@ if(MoonEP_HAVE_CUDA)
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
   moonep_add_cuda_test(test_gpu_world test_gpu_world.cpp)
   # Planner<Kokkos::Cuda> itself (both paths) is tested by the
-  # test_portable_* binaries of a build against a CUDA-enabled Kokkos.
+  # test_portable_* binaries of a build against a CUDA-enabled Kokkos; over
+  # a GPU world (moonep::OnGpuWorld) by test_gpu_world_planner, in such a
+  # build only (bundle_gpu.sh's build-gpu-kokkos).
+  if("CUDA" IN_LIST Kokkos_DEVICES)
+    moonep_add_cuda_test(test_gpu_world_planner test_gpu_world_planner.cpp)
+  endif()
 endif()
 # The replicated kernel's shared-memory layout is plain C++: checked on the
 # host in every build, GPU or not.

@@ -80,7 +80,9 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
   set(_problems ${CMAKE_CURRENT_SOURCE_DIR}/cli/problems)
   set(_work ${CMAKE_CURRENT_BINARY_DIR}/mpi_cli_work)
   # moonep_mpi_cli_test(NAME NP WORLD ARGS a|b|c [run_cli_case keys...]):
-  # mpirun -np NP moonep-plan --world mpi ARGS, with the MPI world WORLD.
+  # mpirun -np NP moonep-plan --world mpi ARGS, with the MPI world WORLD;
+  # WORLD gpu: mpirun -np NP moonep-plan --world gpu ARGS (one process per
+  # rank over a GPU world), skipped where no GPU is visible.
   function(moonep_mpi_cli_test name np world)
     cmake_parse_arguments(T "" "ARGS;EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;OUTPUT;OUTPUT_MODE;CHECK" "" ${ARGN})
     string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
@@ -91,7 +93,13 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
     if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
       set(_args "${_args}|-q")
     endif()
-    set(_args "${_args}|$<TARGET_FILE:moonep-plan>|--world|mpi|${T_ARGS}")
+    set(_world_option mpi)
+    set(_env "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
+    if(world STREQUAL "gpu")
+      set(_world_option gpu)
+      set(_env "${_moonep_mpi_env}")
+    endif()
+    set(_args "${_args}|$<TARGET_FILE:moonep-plan>|--world|${_world_option}|${T_ARGS}")
     set(defs -DEXE=${MPIEXEC_EXECUTABLE} "-DARGS=${_args}" -DWORK=${_work}/${name} -DEXPECT_RC=${T_EXPECT_RC})
     foreach(key EXPECT_STDERR EXPECT_STDOUT OUTPUT OUTPUT_MODE CHECK)
       if(DEFINED T_${key})
@@ -100,7 +108,12 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
     endforeach()
     add_test(NAME mpi_cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_moonep_cli_runner})
     set_tests_properties(mpi_cli_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
-                         ENVIRONMENT "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
+                         ENVIRONMENT "${_env}")
+    if(world STREQUAL "gpu")
+      # The one error line of a machine without a GPU (mpi_gpu_world.cpp).
+      set_tests_properties(mpi_cli_${name} PROPERTIES
+                           SKIP_REGULAR_EXPRESSION "moonep-plan: error: --world gpu: no (usable )?CUDA device")
+    endif()
   endfunction()
 
   # Problem files: the plan rank 0 writes is plan_reference's.
@@ -142,6 +155,38 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
   moonep_mpi_cli_test(stdin_input 2 auto ARGS "--input|-" EXPECT_RC 2 EXPECT_STDERR "give a file, not '-'")
   moonep_mpi_cli_test(unknown_world 2 nccl ARGS "--input|${_problems}/good.json" EXPECT_RC 2
     EXPECT_STDERR "unknown MPI world 'nccl' (expected auto, shared or rma)")
+  # --world gpu under mpirun (builds with CUDA): one process per rank over
+  # a GPU world, every rank on GPU rank mod (visible GPUs); the plan rank 0
+  # writes is plan_reference's, and the summary names the world.
+  if(MoonEP_HAVE_CUDA)
+    foreach(_p good good_tpe)
+      moonep_mpi_cli_test(gpu_plan_${_p} 4 gpu
+        ARGS "--input|${_problems}/${_p}.json|--output|${_work}/gpu_plan_${_p}/plan.json"
+        EXPECT_RC 0 OUTPUT ${_work}/gpu_plan_${_p}/plan.json OUTPUT_MODE created
+        CHECK "$<TARGET_FILE:${_checker}>|${_problems}/${_p}.json|${_work}/gpu_plan_${_p}/plan.json")
+    endforeach()
+    set(_d ${_work}/gpu_synthetic_np2)
+    moonep_mpi_cli_test(gpu_synthetic_np2 2 gpu
+      ARGS "--ranks|2|--experts|32|--topk|4|--tokens|256|--copy-slots|2|--token-padding|8|--imbalance|2|--steps|3|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
+      EXPECT_RC 0 EXPECT_STDOUT "max/mean |slowest of 2 MPI ranks, gpu world" OUTPUT ${_d}/plan.json
+      OUTPUT_MODE created CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
+    # A ragged step: the GPU world plans full steps only (exit 1, one line).
+    moonep_mpi_cli_test(gpu_ragged 2 gpu
+      ARGS "--ranks|2|--experts|8|--topk|2|--tokens|32|--ragged|--steps|1|--output|${_work}/gpu_ragged/plan.json"
+      EXPECT_RC 1 EXPECT_STDERR "the cuda backend does not plan ragged steps yet; use --backend portable"
+      OUTPUT ${_work}/gpu_ragged/plan.json OUTPUT_MODE absent)
+    # Bad input and the wrong process count: refused by every process alike
+    # while reading the problem, before any GPU is touched (so these two
+    # run without a GPU too).
+    moonep_mpi_cli_test(gpu_bad_input 4 gpu
+      ARGS "--input|${CMAKE_CURRENT_SOURCE_DIR}/cli/bad/expert_out_of_range.json|--output|${_work}/gpu_bad_input/plan.json"
+      EXPECT_RC 2 EXPECT_STDERR "expert_out_of_range.json: |routing[1][3] = 16 is not an expert id"
+      OUTPUT ${_work}/gpu_bad_input/plan.json OUTPUT_MODE both)
+    moonep_mpi_cli_test(gpu_wrong_np 3 gpu
+      ARGS "--input|${_problems}/good.json|--output|${_work}/gpu_wrong_np/plan.json"
+      EXPECT_RC 2 EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4"
+      OUTPUT ${_work}/gpu_wrong_np/plan.json OUTPUT_MODE both)
+  endif()
   moonep_mpi_cli_test(output_dir_missing 4 auto
     ARGS "--input|${_problems}/good.json|--output|${_work}/output_dir_missing/no/plan.json"
     EXPECT_RC 1 EXPECT_STDERR "cannot write plan file"

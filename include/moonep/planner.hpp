@@ -7,7 +7,12 @@
 //    kernels on any execution space, over any World;
 //  * the CUDA specialization (moonep/impl/cuda_spec_planner.hpp): the whole
 //    step in one cooperative kernel launch, for Kokkos::Cuda when MoonEP is
-//    built with CUDA, over a world whose ranks are all in this process.
+//    built with CUDA, over a world whose ranks are all in this process;
+//  * the same kernel over a moonep::cuda::GpuWorld
+//    (moonep/impl/gpu_world_spec_planner.hpp): one cooperative launch per
+//    rank, each on its own stream, forked from the execution space's
+//    stream and joined back into it; Path = moonep::OnGpuWorld, the world
+//    argument a cuda::GpuWorld whose ranks are all on exec's device.
 // Path = moonep::Automatic (the default) takes the CUDA specialization
 // wherever it exists and the portable phases elsewhere;
 // moonep::PortablePhases asks for the portable phases on any execution
@@ -23,6 +28,9 @@
 //     const auto& plan = planner.plan(routing_views);  // one view per local rank
 //     use plan.ranks[i].dst, ... (Kokkos views) or plan.to_host(i)
 //   }
+// Over a GPU world (one launch per rank):
+//   moonep::cuda::GpuWorld gpus(config, std::vector<int>(config.ranks, exec.cuda_device()));
+//   moonep::Planner<Kokkos::Cuda, moonep::OnGpuWorld> planner(config, gpus, exec);
 #pragma once
 
 #include "moonep/impl/planner_spec.hpp"
@@ -30,6 +38,7 @@
 #include "moonep/impl/rank_plan_view.hpp"
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 #include "moonep/impl/cuda_spec_planner.hpp"
+#include "moonep/impl/gpu_world_spec_planner.hpp"
 #endif
 
 namespace moonep {
@@ -63,6 +72,8 @@ using Plan = impl::Plan<MemorySpace>;
 //              The portable phases plan it; the CUDA specialization throws
 //              RuntimeError for a ragged step (counts of S are a full one).
 //   config(), world(), last_plan(), path_name(), uses_cuda_specialization
+// (with OnGpuWorld, world_type is cuda::GpuWorld and local_ranks() is on
+// the planner: every rank of the world).
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace, class Path = Automatic>
 class Planner : public impl::planner_impl_t<ExecutionSpace, Path> {
   using Impl = impl::planner_impl_t<ExecutionSpace, Path>;

@@ -29,6 +29,7 @@
 #include "moonep/io.hpp"
 #include "moonep/mpi_world.hpp"
 #include "moonep/planner.hpp"
+#include "mpi_run.hpp"
 #include "mpi_stages.hpp"
 #include "plan_summary.hpp"
 #include "plan_worlds.hpp"
@@ -38,47 +39,12 @@
 namespace moonep::tools {
 namespace {
 
-// MPI for the lifetime of the object (moonep-plan may also be run as a
-// singleton without mpirun: one process, one rank).
-class MpiSession {
- public:
-  MpiSession() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw RuntimeError("MPI_Init failed");
-      owner_ = true;
-    }
-  }
-  ~MpiSession() {
-    if (owner_) MPI_Finalize();
-  }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
- private:
-  bool owner_ = false;
-};
-
 // The world kind's name: --mpi-world, else the MOONEP_MPI_WORLD environment
 // variable (the CLI tests use it), else auto.
 std::string world_kind_name(const PlanOptions& o) {
   if (!o.mpi_world.empty()) return o.mpi_world;
   const char* env = std::getenv("MOONEP_MPI_WORLD");
   return env && *env ? env : "auto";
-}
-
-// --mpi-timeout, else $MOONEP_MPI_TIMEOUT, else the default. A bad
-// variable is reported in the first stage (once, by rank 0), not by every
-// process on its own: *bad gets its message and the default is used.
-double timeout_of(const PlanOptions& o, std::string* bad) {
-  if (o.mpi_timeout > 0) return o.mpi_timeout;
-  try {
-    return default_mpi_timeout();
-  } catch (const RuntimeError& e) {
-    *bad = e.what();
-    return kDefaultMpiTimeout;
-  }
 }
 
 // The flat arrays of a rank's plan, in the order they travel (the order
@@ -148,48 +114,26 @@ HostPlan gather_plans(MpiStages& mpi, const Config& config, HostRankPlan mine) {
 
 int run_mpi_world(const PlanOptions& o, const char* program) {
   std::string bad_timeout;
-  const double timeout = timeout_of(o, &bad_timeout);
+  const double timeout = mpi_timeout_of(o, &bad_timeout);
   MpiSession session;
   MpiStages mpi(timeout);
-  const int rank = mpi.rank(), size = mpi.size();
+  const int rank = mpi.rank();
 
-  // Stage 1: options and the problem, on every process (each reads the
-  // file itself); the process count must be the problem's rank count; then
-  // every process must be about to plan what rank 0 plans.
-  Problem problem;
+  // Stage 1: the options, the MPI world's kind and the problem.
   MpiWorldKind kind = MpiWorldKind::automatic;
-  const std::string kind_name = world_kind_name(o);
-  const std::int64_t limit = memory_limit_of(o, mpi.processes_on_node());
-  MemoryNeed need;
-  RunFingerprint fingerprint;
-  if (int s = mpi.run(
-          "reading the problem",
-          [&] {
-            if (!bad_timeout.empty()) throw UsageError(bad_timeout);
-            if (o.input == "-") {
-              throw UsageError("--world mpi reads the problem in every process; give a file, not '-' (standard input)");
-            }
-            if (o.backend && *o.backend != Backend::portable) {
-              throw UsageError(std::string("--world mpi plans with the portable backend, not ") + to_string(*o.backend));
-            }
-            kind = mpi_world_kind_from_string(kind_name);
-            RunShape run;
-            run.backend = Backend::portable;
-            run.mpi = true;
-            run.gathers_plans = rank == 0;
-            run.writes_plan = !o.output.empty();
-            run.writes_problem = !o.save_problem.empty();
-            problem = load_problem(o, run, limit, &need);
-            if (problem.config.ranks != size) {
-              throw InputError("the problem has ranks = " + std::to_string(problem.config.ranks) + " but " +
-                               std::to_string(size) + " MPI process" + (size == 1 ? " was" : "es were") +
-                               " started; run mpirun -np " + std::to_string(problem.config.ranks));
-            }
-            fingerprint = fingerprint_of(o, kind_name, problem);
-          },
-          &fingerprint)) {
-    return s;
-  }
+  MpiWorldShape shape;
+  shape.option = "--world mpi";
+  shape.backend = Backend::portable;
+  shape.kind = world_kind_name(o);
+  shape.check_options = [&] {
+    if (o.backend && *o.backend != Backend::portable) {
+      throw UsageError(std::string("--world mpi plans with the portable backend, not ") + to_string(*o.backend));
+    }
+    kind = mpi_world_kind_from_string(shape.kind);
+  };
+  MpiRun run;
+  if (int s = read_problem_stage(mpi, o, bad_timeout, shape, &run)) return s;
+  const Problem& problem = run.problem;
 
   // Stage 2: plan this process's rank, o.steps times. The time of a step is
   // the slowest rank's (all start together after a barrier).
@@ -230,23 +174,14 @@ int run_mpi_world(const PlanOptions& o, const char* program) {
   release_freed_memory();  // the planner's
 
   // Stage 3: rank 0 gathers and writes; everyone learns whether it worked.
-  return mpi.run("writing the plan", [&] {
-    HostPlan plan = gather_plans(mpi, problem.config, std::move(mine));
-    if (rank != 0) return;
-    plan.tokens_per_rank = problem.tokens_per_rank;
-    if (!o.output.empty()) write_plan_file(plan, o.output);
-    if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
-    if (wants_summary(o)) {
-      RunInfo info = describe_run(o, need, limit);
-      info.memory += " on rank 0";
-      info.backend = to_string(Backend::portable);
-      info.ran = "MPI world " + world_name;
-      info.mpi_world = world_name;
-      info.processes = size;
-      info.step_seconds = seconds;
-      print_report(o, summarize(plan, problem.routing), info);
-    }
-  });
+  return write_plan_stage(
+      mpi, o, run, [&] { return gather_plans(mpi, problem.config, std::move(mine)); },
+      [&](RunInfo& info) {
+        info.backend = to_string(Backend::portable);
+        info.ran = "MPI world " + world_name;
+        info.mpi_world = world_name;
+        info.step_seconds = seconds;
+      });
 }
 
 }  // namespace moonep::tools

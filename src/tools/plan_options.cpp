@@ -82,7 +82,8 @@ options:
   --world NAME          inprocess (default: every rank planned in this
                         process) | mpi (one process per rank, under mpirun)
                         | gpu (one launch per rank, each on its own GPU:
-                        moonep::cuda::GpuWorld; builds with CUDA)
+                        moonep::cuda::GpuWorld; under mpirun one process
+                        per rank; builds with CUDA)
   --devices LIST        with --world gpu: rank r on the (r mod n)-th GPU of
                         LIST, e.g. 0,1,2,3 or 0,0,0,0 (default: every
                         visible GPU in turn)

@@ -28,6 +28,8 @@
 #include "moonep/config.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
+#include "moonep/impl/device_plan_views.hpp"
+#include "moonep/impl/full_step_input.hpp"
 #include "moonep/impl/input_shapes.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
@@ -57,7 +59,7 @@ class CudaSpecPlanner {
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
         tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
     plan_.config = config_;
-    for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(alias(r));
+    for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(device_plan_views(config_, r, planner_.rank_plan(r)));
     region_ = std::string("moonep::cuda::") + cuda::kernel_name(planner_.kernel());
   }
 
@@ -80,14 +82,9 @@ class CudaSpecPlanner {
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::plan");
-    // Bad input first (shapes as the counts say, then the counts), then
-    // the refusal of a ragged step; a full one, counts or not, must hold
-    // S*K ids on every rank, which the kernel reads.
-    std::string why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank);
-    if (!why.empty()) throw InputError(why);
-    if (tokens_per_rank) refuse_ragged(config_, *tokens_per_rank);
-    why = input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert);
-    if (!why.empty()) throw InputError(why);
+    check_full_step_input(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank,
+                          "Planner<Kokkos::Cuda> (CUDA specialization)",
+                          "Planner<Kokkos::Cuda, moonep::PortablePhases>");
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
@@ -111,24 +108,6 @@ class CudaSpecPlanner {
     return c;
   }
 
-  static void refuse_ragged(const Config& c, const input_view& tokens) {
-    if (static_cast<int>(tokens.extent(0)) != c.ranks) {
-      throw InputError("tokens_per_rank has " + std::to_string(tokens.extent(0)) + " counts, expected ranks = " +
-                       std::to_string(c.ranks));
-    }
-    TokensPerRank h(static_cast<std::size_t>(c.ranks));
-    Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()),
-                      tokens);
-    for (int r = 0; r < c.ranks; ++r) {
-      const std::string why = rank_tokens_error(c, r, h[r]);
-      if (!why.empty()) throw InputError(why);
-    }
-    if (is_ragged(c, &h)) {
-      throw RuntimeError("Planner<Kokkos::Cuda> (CUDA specialization) does not plan ragged steps yet; use "
-                         "Planner<Kokkos::Cuda, moonep::PortablePhases>");
-    }
-  }
-
   // cuda::Planner takes the current device: it must be the one of `exec`.
   static const Config& on_device(const Kokkos::Cuda& exec, const Config& c) {
     int current = -1;
@@ -138,19 +117,6 @@ class CudaSpecPlanner {
                          std::to_string(current) + " (call cudaSetDevice first)");
     }
     return c;
-  }
-
-  // Rank r's plan views over the CUDA planner's output buffers: one
-  // pointer per field of MOONEP_PLAN_FIELDS, DeviceRankPlan's members of
-  // the same names (a field the device plan lacks is a compile error).
-  RankPlanView<memory_space> alias(int r) const {
-    const cuda::DeviceRankPlan& d = planner_.rank_plan(r);
-    std::int32_t* const by_field[] = {
-#define MOONEP_DEVICE_PLAN_POINTER(name, ...) d.name,
-        MOONEP_PLAN_FIELDS(MOONEP_DEVICE_PLAN_POINTER)
-#undef MOONEP_DEVICE_PLAN_POINTER
-    };
-    return RankPlanView<memory_space>::over(config_, r, [&](std::size_t i) { return by_field[i]; });
   }
 
   Config config_;

@@ -7,6 +7,7 @@
 //   Automatic (the default)   CudaSpecPlanner (one launch)           PortablePlanner<Exec>
 //   PortablePhases            PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec>
 //   CudaSpecialization        CudaSpecPlanner                        compile error
+//   OnGpuWorld                GpuWorldSpecPlanner                    compile error
 //
 // Nothing is decided at run time, so a Planner holds (and allocates) only
 // what its one path uses.
@@ -29,6 +30,11 @@ struct PortablePhases {};
 // CudaSpecialization: the one-cooperative-launch CUDA kernel; only for
 // Kokkos::Cuda in a MoonEP built with CUDA (a compile error elsewhere).
 struct CudaSpecialization {};
+// OnGpuWorld: the CUDA kernel over a moonep::cuda::GpuWorld
+// (moonep/gpu_world.hpp): one cooperative launch per rank, each on its own
+// stream, instead of one launch of virtual ranks. Its world is the
+// GpuWorld, not a World; the same conditions as CudaSpecialization.
+struct OnGpuWorld {};
 
 namespace impl {
 
@@ -46,11 +52,15 @@ struct cuda_specialization_available<Kokkos::Cuda> : std::true_type {};
 template <class ExecutionSpace, class Path>
 struct uses_cuda_specialization {
   static_assert(std::is_same<Path, Automatic>::value || std::is_same<Path, PortablePhases>::value ||
-                    std::is_same<Path, CudaSpecialization>::value,
-                "moonep::Planner's Path is moonep::Automatic, moonep::PortablePhases or moonep::CudaSpecialization");
+                    std::is_same<Path, CudaSpecialization>::value || std::is_same<Path, OnGpuWorld>::value,
+                "moonep::Planner's Path is moonep::Automatic, moonep::PortablePhases, moonep::CudaSpecialization "
+                "or moonep::OnGpuWorld");
   static_assert(!std::is_same<Path, CudaSpecialization>::value ||
                     cuda_specialization_available<ExecutionSpace>::value,
                 "moonep::CudaSpecialization needs ExecutionSpace = Kokkos::Cuda and MoonEP built with CUDA "
+                "(MoonEP_ENABLE_CUDA=ON) against a Kokkos with the CUDA backend");
+  static_assert(!std::is_same<Path, OnGpuWorld>::value || cuda_specialization_available<ExecutionSpace>::value,
+                "moonep::OnGpuWorld needs ExecutionSpace = Kokkos::Cuda and MoonEP built with CUDA "
                 "(MoonEP_ENABLE_CUDA=ON) against a Kokkos with the CUDA backend");
   static constexpr bool value = !std::is_same<Path, PortablePhases>::value &&
                                 cuda_specialization_available<ExecutionSpace>::value;
@@ -59,6 +69,7 @@ struct uses_cuda_specialization {
 template <class ExecutionSpace>
 class PortablePlanner;  // moonep/impl/portable_planner.hpp
 class CudaSpecPlanner;  // moonep/impl/cuda_spec_planner.hpp (CUDA builds only)
+class GpuWorldSpecPlanner;  // moonep/impl/gpu_world_spec_planner.hpp (CUDA builds only)
 
 template <class ExecutionSpace, bool kCuda>
 struct PlannerImplOf {
@@ -72,8 +83,18 @@ struct PlannerImplOf<Kokkos::Cuda, true> {
 #endif
 
 template <class ExecutionSpace, class Path>
-using planner_impl_t =
-    typename PlannerImplOf<ExecutionSpace, uses_cuda_specialization<ExecutionSpace, Path>::value>::type;
+struct PlannerImplFor {
+  using type = typename PlannerImplOf<ExecutionSpace, uses_cuda_specialization<ExecutionSpace, Path>::value>::type;
+};
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+template <>
+struct PlannerImplFor<Kokkos::Cuda, OnGpuWorld> {
+  using type = GpuWorldSpecPlanner;
+};
+#endif
+
+template <class ExecutionSpace, class Path>
+using planner_impl_t = typename PlannerImplFor<ExecutionSpace, Path>::type;
 
 }  // namespace impl
 }  // namespace moonep

@@ -1,0 +1,86 @@
+// A HostPlanner over a GPU world (gpu_world_host_planner.hpp).
+#include "gpu_world_host_planner.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "moonep/error.hpp"
+#include "moonep/reference.hpp"
+
+namespace moonep::tools {
+namespace {
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+
+// `device` current for a scope, the caller's again afterwards.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    check_cuda(cudaGetDevice(&saved_), "cudaGetDevice");
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~OnDevice() { cudaSetDevice(saved_); }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace
+
+GpuWorldHostPlanner::GpuWorldHostPlanner(std::unique_ptr<cuda::GpuWorld> world)
+    : config_(world->config()),
+      world_(std::move(world)),
+      routing_(static_cast<std::size_t>(config_.ranks), nullptr),
+      tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+  for (int r = 0; r < config_.ranks; ++r) {
+    if (world_->device(r) < 0) continue;  // another process's rank
+    local_.push_back(r);
+    OnDevice on(world_->device(r));
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&routing_[r]), static_cast<std::size_t>(config_.entries()) * 4 + 4),
+               "allocating a rank's routing");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&tpe_[r]), static_cast<std::size_t>(config_.experts) * 4),
+               "allocating a rank's tokens_per_expert");
+  }
+}
+
+GpuWorldHostPlanner::~GpuWorldHostPlanner() {
+  for (auto* p : routing_) cudaFree(p);
+  for (auto* p : tpe_) cudaFree(p);
+}
+
+void GpuWorldHostPlanner::load(const Routing& routing, const TokensPerExpert* tpe) {
+  validate_problem(config_, routing, tpe);
+  for (int r : local_) {
+    check_cuda(cudaMemcpy(routing_[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice),
+               "staging the routing");
+    if (tpe) {
+      check_cuda(cudaMemcpy(tpe_[r], (*tpe)[r].data(), (*tpe)[r].size() * 4, cudaMemcpyHostToDevice),
+                 "staging tokens_per_expert");
+    }
+  }
+  has_tpe_ = tpe != nullptr;
+}
+
+void GpuWorldHostPlanner::step() {
+  // The origin stream: the legacy default stream of this process's first
+  // rank's device (GpuWorld::plan makes that device current to fork).
+  world_->plan(routing_.data(), has_tpe_ ? tpe_.data() : nullptr, nullptr);
+  world_->check();
+}
+
+std::string GpuWorldHostPlanner::details() const {
+  std::string on;
+  for (int r : local_) on += (on.empty() ? "" : ",") + std::to_string(world_->device(r));
+  const int me = world_->process_rank();
+  const std::string where = me >= 0 ? "gpu world of one process per rank, rank " + std::to_string(me) + " on device " + on
+                                    : "gpu world on devices " + on;
+  return where + ", one " + cuda::kernel_name(world_->kernel()) + " launch of " +
+         std::to_string(world_->blocks_per_rank()) + " blocks per rank, timed with the host's wait";
+}
+
+}  // namespace moonep::tools
