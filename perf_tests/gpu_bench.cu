@@ -202,7 +202,7 @@ void profile(const moonep::Config& c, int bpr, int steps) {
 // Phase boundaries each kernel stamps (trace_point indices; the last one is
 // the kernel's end).
 std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
-  if (k == moonep::cuda::Kernel::replicated) {
+  if (k == moonep::cuda::Kernel::shared_tables) {
     return {"start",
             "A (dup counts zeroed)",
             "C1 (histograms, ranks in warp)",
@@ -319,7 +319,7 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
               hist[4] + hist[5] + hist[6] + hist[7]);
   std::vector<double> mhz;
   for (int b = 0; b < blocks; ++b) {
-    const int end = planner.kernel() == moonep::cuda::Kernel::replicated ? 14 : npoints - 1;
+    const int end = planner.kernel() == moonep::cuda::Kernel::shared_tables ? 14 : npoints - 1;
     const unsigned long long ns = t[b * stride + end] - t[b * stride];
     const unsigned long long clk = t[b * stride + stride - 1] - t[b * stride + stride - 2];
     if (ns > 0 && t[b * stride + stride - 1] > t[b * stride + stride - 2]) mhz.push_back(1000.0 * clk / ns);
@@ -338,8 +338,8 @@ struct Path {
   double critical = 0, start_spread = 0;
 };
 Path critical_path(const std::vector<unsigned long long>& t, int blocks, moonep::cuda::Kernel k) {
-  const int stride = 24, arrive = k == moonep::cuda::Kernel::replicated ? 3 : 2,
-            end = k == moonep::cuda::Kernel::replicated ? 14 : 15;
+  const int stride = 24, arrive = k == moonep::cuda::Kernel::shared_tables ? 3 : 2,
+            end = k == moonep::cuda::Kernel::shared_tables ? 14 : 15;
   unsigned long long first_start = ~0ull, last_start = 0, last_arrival = 0, last_end = 0;
   for (int b = 0; b < blocks; ++b) {
     first_start = std::min(first_start, t[b * stride]);
@@ -385,7 +385,7 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
   std::printf("  %-40s %-12s %7s %9s %9s %10s %11s\n", "planner", "kernel", "correct", "step_us", "graph_us",
               "path_us", "spread_us");
   bool all_ok = true;
-  for (const auto kernel : {moonep::cuda::Kernel::automatic, moonep::cuda::Kernel::rank0_tables}) {
+  for (const auto kernel : {moonep::cuda::Kernel::automatic, moonep::cuda::Kernel::global_tables}) {
     moonep::cuda::Options vo;
     vo.blocks_per_rank = bpr;
     vo.kernel = kernel;
@@ -480,7 +480,7 @@ int main(int argc, char** argv) {
       {head, 32, Kernel::automatic},
       {head, 16, Kernel::automatic},
       {head, 8, Kernel::automatic},
-      {head, 32, Kernel::rank0_tables},
+      {head, 32, Kernel::global_tables},
       {moonep::Config{8, 256, 8, 8192, 32, 128}, 32, Kernel::automatic},
       {moonep::Config{8, 256, 8, 8192, 32, 128}, 16, Kernel::automatic},
       {moonep::Config{8, 1024, 8, 4096, 32, 128}, 32, Kernel::automatic},
@@ -507,12 +507,12 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<Point> headline_configs = {
-      {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::rank0_tables}};
+      {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::global_tables}};
   std::vector<Row> rows;
   try {
     if (!smoke) {
       trace(head, 32, Kernel::automatic);
-      if (!headline) trace(head, 32, Kernel::rank0_tables);
+      if (!headline) trace(head, 32, Kernel::global_tables);
     }
     for (const auto& c : smoke ? smoke_configs : headline ? headline_configs : full_configs) {
       rows.push_back(bench(c.c, c.bpr, c.kernel, steps));

@@ -50,7 +50,7 @@ moonep::cuda::Planner planner_with(const Config& c, Kernel kernel,
 void require_matches_reference(const Config& c, const Routing& routing, int bpr, const std::string& what) {
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
-  for (const Kernel kernel : {Kernel::automatic, Kernel::rank0_tables}) {
+  for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
     moonep::cuda::Planner planner = planner_with(c, kernel, bpr);
     INFO(what << " " << moonep::describe(c) << " blocks_per_rank=" << bpr << " kernel "
               << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
@@ -80,7 +80,7 @@ TEST_CASE("cuda planner matches the reference on small hand-picked shapes", "[cu
 TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays usable",
           "[cuda][sanitize]") {
   const Config c = Config{3, 12, 4, 40, 2, 4};
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Planner planner = planner_with(c, kernel, 4);
   REQUIRE(planner.kernel() == kernel);
@@ -108,7 +108,7 @@ TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
   const Config c = Config{2, 8, 2, 30, 2, 2};
   const Routing routing = make_routing(c, Shape::skew, 5);
   moonep::TokensPerExpert tpe = moonep::count_tokens_per_expert(c, routing);
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Planner planner = planner_with(c, kernel, 3);
   REQUIRE(planner.kernel() == kernel);
@@ -172,7 +172,7 @@ TEST_CASE("cuda planner matches the reference on a randomized sweep", "[cuda]") 
 
 TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference plan", "[cuda]") {
   const Config c = Config{8, 128, 8, 2048, 16, 64};
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Planner planner = planner_with(c, kernel);
   const Routing a = make_routing(c, Shape::skew, 1);
@@ -192,7 +192,7 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
 
 TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the plan alone", "[cuda][sanitize]") {
   const Config c = Config{4, 32, 4, 300, 4, 8};
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
   moonep::cuda::Planner planner = planner_with(c, kernel, 4);
   const Routing routing = make_routing(c, Shape::skew, 5);
@@ -227,20 +227,20 @@ TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 ke
     REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
     REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
     moonep::cuda::Planner planner(head);
-    REQUIRE(planner.kernel() == Kernel::replicated);
+    REQUIRE(planner.kernel() == Kernel::shared_tables);
     REQUIRE(planner.blocks_per_rank() == std::min(32, sms / head.ranks));
     REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "replicated");
   }
   // Tables of about (2R + 7) * E words, here about 580 KB: no block holds them.
   const Config wide{32, 2048, 2, 64, 2, 4};
   moonep::cuda::Planner planner(wide);
-  REQUIRE(planner.kernel() == Kernel::rank0_tables);
+  REQUIRE(planner.kernel() == Kernel::global_tables);
   const Routing routing = make_routing(wide, Shape::skew, 4);
   DeviceRouting dr(wide, routing);
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
   std::string message;
   try {
-    moonep::cuda::Planner refused = planner_with(wide, Kernel::replicated);
+    moonep::cuda::Planner refused = planner_with(wide, Kernel::shared_tables);
   } catch (const moonep::RuntimeError& e) {
     message = e.what();
   }

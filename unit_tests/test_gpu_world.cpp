@@ -62,7 +62,7 @@ moonep::HostPlan plan_world(GpuWorld& world, const DeviceRouting& dr) {
 void require_world_matches_reference(const Config& c, const Routing& routing, int bpr, const std::string& what) {
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
-  for (const Kernel kernel : {Kernel::automatic, Kernel::rank0_tables}) {
+  for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
     for (const bool sys : {false, true}) {
       GpuWorld world(c, test_devices(c.ranks), options_with(kernel, sys, bpr));
       const bool spans = world.system_scope() && !sys;  // several devices: system scope always
@@ -111,7 +111,7 @@ TEST_CASE("gpu world matches the reference on a randomized sweep", "[gpu_world]"
 
 TEST_CASE("gpu world: the headline shape, reuse, repeats and one CUDA graph of R launches", "[gpu_world]") {
   const Config c{8, 256, 8, 4096, 32, 128};
-  const Kernel kernel = GENERATE(Kernel::automatic, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
   GpuWorld world(c, test_devices(c.ranks), options_with(kernel, false, 16));
   INFO("kernel " << moonep::cuda::kernel_name(world.kernel()) << " at blocks_per_rank " << world.blocks_per_rank());
   const Routing a = make_routing(c, Shape::skew, 1), b = make_routing(c, Shape::heavy, 2);
@@ -154,7 +154,7 @@ TEST_CASE("gpu world: the headline shape, reuse, repeats and one CUDA graph of R
 TEST_CASE("gpu world: bad input on one rank fails the step for all, and the world stays usable",
           "[gpu_world][sanitize]") {
   const Config c{4, 16, 4, 40, 2, 4};
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   GpuWorld world(c, test_devices(c.ranks), options_with(kernel, true, 4));
   REQUIRE(world.kernel() == kernel);
   const Routing good = make_routing(c, Shape::skew, 3);
@@ -177,7 +177,7 @@ TEST_CASE("gpu world: bad input on one rank fails the step for all, and the worl
 TEST_CASE("gpu world: a rank that never launches is named within the bound; the next step plans",
           "[gpu_world]") {
   const Config c{4, 32, 4, 256, 4, 8};
-  const Kernel kernel = GENERATE(Kernel::replicated, Kernel::rank0_tables);
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   WorldOptions o = options_with(kernel, false, 4);
   o.timeout_s = 0.25;
   GpuWorld world(c, test_devices(c.ranks), o);

@@ -101,7 +101,7 @@ TEST_CASE("the CUDA specialization labels its step moonep::cuda and launches no 
   record_one_step<P>();
   CHECK(g_kernels.empty());
   CHECK(g_regions.count("moonep::cuda::plan") == 1);
-  CHECK(g_regions.count("moonep::cuda::replicated") + g_regions.count("moonep::cuda::rank0_tables") == 1);
+  CHECK(g_regions.count("moonep::cuda::shared_tables") + g_regions.count("moonep::cuda::global_tables") == 1);
   for (const auto& r : g_regions) {
     INFO(r);
     CHECK(starts_with(r, "moonep::cuda::"));

@@ -7,18 +7,19 @@
 // Virtual ranks: this planner runs R ranks on one GPU as R groups of blocks
 // of one cooperative launch. The groups share one device buffer as the
 // "symmetric buffer" (one chunk per rank, back to back) for the gathered
-// counts, the tables and the release/acquire counters (GPU scope) they
-// synchronise through. Two kernels (see Kernel below): in the replicated
-// one every block plans the step itself after one barrier over all
-// blocks; in the rank-0 one each group also has its own software grid
-// barrier and rank 0 publishes the tables.
+// counts and the release/acquire counters (GPU scope) they synchronise
+// through. Every block plans the step (steps 1-5) itself after one barrier
+// over all blocks, with its tables in shared memory where they fit and in
+// its own slice of global memory otherwise (see Kernel below).
 //
-// Broadcast: with virtual ranks every block reads the tables from its own
-// shared memory or from the one copy rank 0 writes, and every result is
-// stored straight into the destination rank's output buffer; nothing is
-// broadcast, and there is no NVLink multicast (multimem) path. MoonEP
-// never creates multicast objects (no cuMulticastCreate anywhere):
-// misconfigured multicast can take a shared host's GPUs down for days.
+// Ragged steps: plan() takes an optional device array of the R token
+// counts s_r; the kernel reads it when it runs, so a CUDA graph captured
+// once replays steps of any counts.
+//
+// Broadcast: with virtual ranks every block plans from the gathered counts
+// and stores every result straight into the destination rank's output
+// buffer; nothing is broadcast, so this planner has no NVLink multicast
+// path (the GPU world, moonep/gpu_world.hpp, has one behind an opt-in).
 //
 // Benchmark hooks (empty and barrier-floor launches, phase traces) are not
 // part of this API: perf_tests reaches them through the private
@@ -45,27 +46,27 @@ namespace impl {
 struct PlannerAccess;  // the benchmark's hooks (src/cuda_specializations/bench_access.hpp)
 }
 
-// Which planning kernel runs a step (both give identical plans):
-// - replicated: every block computes the whole plan (steps 1-5) in its own
-//   shared memory after one barrier over all blocks. The fast path; needs
-//   the tables (about (2R + 7) * E words) and the block's entries in shared
-//   memory.
-// - rank0_tables: rank 0 plans and publishes the tables, the other ranks
-//   wait for them. Covers every shape the device can hold.
-// automatic picks replicated whenever it fits (Planner::kernel() tells).
-enum class Kernel { automatic, replicated, rank0_tables };
-const char* kernel_name(Kernel k);  // "replicated", "rank0_tables", "automatic"
+// Where the planning kernel keeps each block's tables (the same kernel,
+// the same steps and identical plans either way):
+// - shared_tables: in the block's shared memory. The fast path; needs the
+//   tables (about (2R + 7) * E words) and the block's entries to fit.
+// - global_tables: in the block's own slice of device memory (allocated
+//   with the planner: about blocks * ((2R + 7) * E + 6 * entries per
+//   block) words). Covers every shape whose blocks can all be resident.
+// automatic picks shared_tables whenever it fits (Planner::kernel() tells).
+enum class Kernel { automatic, shared_tables, global_tables };
+const char* kernel_name(Kernel k);  // "shared_tables", "global_tables", "automatic"
 
 struct Options {
   // Blocks (of threads_per_block() threads, 512) of the cooperative launch
   // per rank. With virtual ranks the planner lowers it until all
-  // R*blocks_per_rank blocks are resident on the GPU at once, and for the
-  // replicated kernel until they take at most one SM each (its blocks all
-  // plan the step: two per SM were slower than half as many blocks); e.g.
-  // 16 for 8 ranks on a 132-SM H200 (see Planner::blocks_per_rank()).
+  // R*blocks_per_rank blocks are resident on the GPU at once, one block per
+  // SM (every block plans the step: two per SM were slower than half as
+  // many blocks); e.g. 16 for 8 ranks on a 132-SM H200 (see
+  // Planner::blocks_per_rank()).
   int blocks_per_rank = 32;
-  // Planning kernel; forcing one that cannot run this shape throws
-  // RuntimeError from the constructor, naming the limit.
+  // Where the tables live; forcing shared_tables for a shape whose tables
+  // do not fit throws RuntimeError from the constructor, naming the limit.
   Kernel kernel = Kernel::automatic;
   // Longest wait of any block for another rank's arrival, in seconds
   // (> 0; the default is generous). Past it the step is abandoned and
@@ -103,23 +104,30 @@ class Planner {
   Planner& operator=(const Planner&) = delete;
 
   // Enqueues one planning step on `stream` (asynchronous, no host sync).
-  // d_routing[r]: device pointer to rank r's S*K expert ids. d_tpe: null, or an
-  // array of R device pointers (each may be null) to tokens_per_expert[r];
-  // given counts are checked in the kernel. The pointer arrays are host
-  // arrays and are read during the call only. Errors found in the kernel
-  // (bad expert id, tokens_per_expert mismatch) surface in check().
-  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe,
-            cudaStream_t stream);
+  // d_routing[r]: device pointer to rank r's expert ids (s_r*K of them,
+  // room for S*K). d_tpe: null, or an array of R device pointers (each may
+  // be null) to tokens_per_expert[r]; given counts are checked in the
+  // kernel. d_tokens_per_rank: null for a full step (every s_r = S), or a
+  // device pointer to R counts s_r (docs/spec/planning.md, "Ragged
+  // steps"), read by the kernel when it runs: change the counts, not the
+  // pointer, between replays of a captured graph. The pointer arrays are
+  // host arrays and are read during the call only. Errors found in the
+  // kernel (bad expert id, count or tokens_per_expert) surface in check().
+  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
+            const std::int32_t* d_tokens_per_rank = nullptr);
 
   // Waits for `stream` and throws InputError naming rank and index if the
-  // last plan() saw a bad expert id or a wrong tokens_per_expert
-  // (e.g. "routing[2][17] = 300 is not an expert id in [0, 256)"), or
-  // RuntimeError on an internal inconsistency. Resets the error state, so
-  // the planner stays usable for the next step.
+  // last plan() saw a bad expert id, a token count outside 0..S or a wrong
+  // tokens_per_expert (e.g. "routing[2][17] = 300 is not an expert id in
+  // [0, 256)"), or RuntimeError on an internal inconsistency. Resets the
+  // error state, so the planner stays usable for the next step.
   void check(cudaStream_t stream);
 
+  // Device pointers to rank r's plan; dst holds s_r*K meaningful entries.
   const DeviceRankPlan& rank_plan(int rank) const;
-  // check() then copies every rank's plan to host memory.
+  // check() then copies every rank's plan to host memory; after a ragged
+  // step (plan() given counts) the HostPlan carries the counts it read
+  // back and each rank's dst holds its s_r*K entries.
   HostPlan copy_out(cudaStream_t stream);
 
   const Config& config() const;

@@ -23,8 +23,13 @@
 // next step plans normally. Bad input on one rank fails the whole step
 // (check() names the rank and entry) and leaves the world usable.
 //
-// Broadcast is unicast stores into each destination rank's chunk. NVLink
-// multicast is not offered: MoonEP never creates a multicast object.
+// Broadcast: by default unicast. The ranks' counts are gathered with
+// atomics into rank 0's chunk, where every rank reads them, and every
+// result is stored straight into its destination rank's chunk. With
+// WorldOptions::multicast (an explicit opt-in, refused where the devices
+// lack NVLink multicast) the counts and the counters are reduced into
+// every rank's chunk at once through an NVLink multicast object
+// (multimem.red), so every rank reads its own copy.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -54,6 +59,14 @@ struct WorldOptions {
   // (it is always used when the world spans devices): lets one GPU test
   // the path a multi-GPU world takes.
   bool system_scope = false;
+  // NVLink multicast for the gathered counts and counters (docs/backends.md,
+  // "NVLink multicast"). Off by default. When on, the constructor refuses
+  // (RuntimeError naming the reason, before any multicast object exists)
+  // a world whose ranks do not each have their own device, devices without
+  // multicast support (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), and any
+  // process with MOONEP_FORBID_MULTICAST set in its environment (for shared
+  // machines where a multicast object must never be created).
+  bool multicast = false;
 };
 
 class GpuWorld {
@@ -78,18 +91,27 @@ class GpuWorld {
   Kernel kernel() const;
   int blocks_per_rank() const;
   bool system_scope() const;
+  bool multicast() const;  // the counts and counters go through NVLink multicast
 
   // Enqueues rank `rank`'s part of the step on `stream` (a stream of the
-  // rank's device): its routing (S*K expert ids in device memory) and
-  // optionally its tokens_per_expert (null: not checked). Asynchronous.
-  void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream);
+  // rank's device): its routing (s_rank*K expert ids in device memory, room
+  // for S*K), optionally its tokens_per_expert (null: not checked) and
+  // optionally its token count (null: S; else a device pointer to s_rank on
+  // the rank's device, read when the kernel runs, so a captured graph
+  // replays steps of any counts). The other ranks' counts need not be
+  // known here: the kernel learns the step's total from the gathered
+  // counts. Asynchronous.
+  void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream,
+                 const std::int32_t* d_tokens = nullptr);
   // Every rank's part of this process on its own stream, forked from
   // `origin` and joined back into it (events), so that capturing `origin`
   // into a CUDA graph gives one graph with a kernel node per rank.
   // `origin` is a stream of this process's first rank's device (null: its
-  // legacy default stream). d_routing (and d_tpe, which may be null) are
-  // indexed by rank; only this process's entries are read.
-  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin);
+  // legacy default stream). d_routing (and d_tpe and d_tokens, which may be
+  // null, as may their entries) are indexed by rank; only this process's
+  // entries are read.
+  void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin,
+            const std::int32_t* const* d_tokens = nullptr);
 
   // Waits for every rank's stream (with one process per rank: every
   // process calls it, collectively), then throws for the step if any rank
@@ -100,7 +122,8 @@ class GpuWorld {
 
   // Device pointers to rank `rank`'s plan (valid as long as the world).
   const DeviceRankPlan& rank_plan(int rank) const;
-  // check(), then every rank's plan in host memory.
+  // check(), then every rank's plan in host memory; after a ragged step
+  // the HostPlan carries every rank's count and dst holds s_r*K entries.
   HostPlan copy_out();
 
  private:

@@ -2,6 +2,7 @@
 // the planning kernel with R virtual ranks on one GPU.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -58,13 +59,14 @@ struct Planner::State {
   int device = 0;
   int bpr = 0;
   i64 smem = 0;
-  Kernel kernel = Kernel::rank0_tables;
+  Kernel kernel = Kernel::global_tables;
   const void* func = nullptr;
   impl::KernelParams params{};
   DeviceBuffer sym, loc, out, status;
   impl::DeviceStatus* host_status = nullptr;  // pinned
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_topk, last_tpe;
+  const std::int32_t* last_counts = nullptr;  // the last plan()'s d_tokens_per_rank
 
   ~State() {
     if (host_status) cudaFreeHost(host_status);
@@ -130,8 +132,8 @@ Kernel Planner::kernel() const { return s_->kernel; }
 
 const char* kernel_name(Kernel k) {
   switch (k) {
-    case Kernel::replicated: return "replicated";
-    case Kernel::rank0_tables: return "rank0_tables";
+    case Kernel::shared_tables: return "shared_tables";
+    case Kernel::global_tables: return "global_tables";
     case Kernel::automatic: break;
   }
   return "automatic";
@@ -157,14 +159,16 @@ void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_rou
 }
 }  // namespace
 
-void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe,
-                   cudaStream_t stream) {
+void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
+                   const std::int32_t* d_tokens_per_rank) {
   State& s = *s_;
   take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::Planner::plan");
   for (int r = 0; r < s.config.ranks; ++r) {
     s.last_topk[r] = s.params.topk[r];
     s.last_tpe[r] = s.params.tpe[r];
+    s.params.counts[r] = d_tokens_per_rank ? d_tokens_per_rank + r : nullptr;
   }
+  s.last_counts = d_tokens_per_rank;
   void* args[] = {&s.params};
   launch_cooperative(s.func, s.config.ranks * s.bpr, s.smem, args, stream, "launching the planning kernel");
 }
@@ -199,9 +203,10 @@ void Planner::check(cudaStream_t stream) {
   check_cuda(cudaStreamSynchronize(stream), "resetting the planning status");
   impl::throw_status(
       st, s.config,
-      [&](int rank, bool is_tpe, i64 index) {
+      [&](impl::BadInput which, int rank, i64 index) {
         std::int32_t value = 0;
-        const std::int32_t* src = (is_tpe ? s.last_tpe : s.last_topk).at(rank) + index;
+        const std::int32_t* src = which == impl::BadInput::tokens_per_rank ? s.last_counts + rank
+                                  : (which == impl::BadInput::tokens_per_expert ? s.last_tpe : s.last_topk).at(rank) + index;
         check_cuda(cudaMemcpy(&value, src, sizeof value, cudaMemcpyDeviceToHost), "reading the bad input value");
         return value;
       },
@@ -211,7 +216,14 @@ void Planner::check(cudaStream_t stream) {
 
 HostPlan Planner::copy_out(cudaStream_t stream) {
   check(stream);
-  return impl::copy_plans_out(s_->config, s_->rank_plans, nullptr);
+  const State& s = *s_;
+  std::optional<TokensPerRank> counts;
+  if (s.last_counts) {
+    counts.emplace(static_cast<std::size_t>(s.config.ranks));
+    check_cuda(cudaMemcpy(counts->data(), s.last_counts, counts->size() * 4, cudaMemcpyDeviceToHost),
+               "reading tokens_per_rank back");
+  }
+  return impl::copy_plans_out(s.config, s.rank_plans, nullptr, counts);
 }
 
 }  // namespace moonep::cuda

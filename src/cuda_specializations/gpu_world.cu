@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -113,7 +114,7 @@ struct GpuWorld::State {
   std::vector<impl::DeviceStatus*> status;       // per local rank, on its device
   std::vector<impl::DeviceStatus> host_status;   // per rank, after check() gathered them
   std::vector<DeviceRankPlan> rank_plans;
-  std::vector<const std::int32_t*> last_routing, last_tpe;
+  std::vector<const std::int32_t*> last_routing, last_tpe, last_counts;
   unsigned steps = 0;  // steps every rank finished since the last reset (= each rank's epoch)
 
   std::int32_t* chunk(int r) const { return reinterpret_cast<std::int32_t*>(va + static_cast<std::size_t>(r) * chunk_bytes); }
@@ -352,6 +353,7 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   if (peers) peers->barrier();
   last_routing.assign(R, nullptr);
   last_tpe.assign(R, nullptr);
+  last_counts.assign(R, nullptr);
 }
 
 GpuWorld::~GpuWorld() = default;
@@ -381,9 +383,11 @@ int GpuWorld::process_rank() const { return s_->peers ? s_->peers->rank() : -1; 
 Kernel GpuWorld::kernel() const { return s_->choice.kernel; }
 int GpuWorld::blocks_per_rank() const { return s_->choice.bpr; }
 bool GpuWorld::system_scope() const { return s_->base.sys_scope != 0; }
+bool GpuWorld::multicast() const { return s_->base.mc_sym != nullptr; }
 const DeviceRankPlan& GpuWorld::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
-void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream) {
+void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream,
+                         const std::int32_t* d_tokens) {
   State& s = *s_;
   if (rank < 0 || rank >= s.config.ranks) {
     throw InputError("moonep::cuda::GpuWorld::plan_rank: rank " + std::to_string(rank) + " is not in [0, " +
@@ -399,15 +403,18 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
   impl::KernelParams& q = s.params[rank];
   q.topk[0] = d_routing;
   q.tpe[0] = d_tpe;
+  q.counts[0] = d_tokens;
   s.last_routing[rank] = d_routing;
   s.last_tpe[rank] = d_tpe;
+  s.last_counts[rank] = d_tokens;
   DeviceScope on(s.devices[rank]);
   void* args[] = {&q};
   impl::launch_cooperative(s.choice.func, s.choice.bpr, s.choice.smem, args, stream,
                            "launching a rank's planning kernel");
 }
 
-void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin) {
+void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin,
+                    const std::int32_t* const* d_tokens) {
   State& s = *s_;
   if (!d_routing) throw InputError("moonep::cuda::GpuWorld::plan: d_routing is null");
   for (int r : s.local) {
@@ -424,7 +431,7 @@ void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* co
     check_cuda(cudaStreamWaitEvent(s.streams[r], s.forked, 0), "forking the step to the ranks' streams");
   }
   for (int r : s.local) {
-    plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r]);
+    plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r], d_tokens ? d_tokens[r] : nullptr);
     DeviceScope on(s.devices[r]);
     check_cuda(cudaEventRecord(s.joined[r], s.streams[r]), "joining the ranks' streams");
   }
@@ -463,6 +470,7 @@ void GpuWorld::check() {
     const impl::DeviceStatus& st = s.host_status[r];
     all.bad_entry = std::min(all.bad_entry, st.bad_entry);
     all.bad_tpe = std::min(all.bad_tpe, st.bad_tpe);
+    all.bad_count = std::min(all.bad_count, st.bad_count);
     all.internal |= st.internal;
     all.late |= st.late;
     if (st.late) waited.push_back(r);
@@ -472,16 +480,21 @@ void GpuWorld::check() {
     ++s.steps;
     return;
   }
-  // The bad value, read by the process that holds the rank.
+  // The bad value, read by the process that holds the rank, in the order
+  // throw_status reports them: a count, an entry, a tokens_per_expert value.
   std::int32_t bad_value = 0;
-  const bool bad_tpe = all.bad_entry == ~0ull && all.bad_tpe != ~0ull;
-  if (all.bad_entry != ~0ull || bad_tpe) {
-    const unsigned long long key = bad_tpe ? all.bad_tpe : all.bad_entry;
-    const int rank = static_cast<int>(key >> 32);
-    const std::int32_t* src = (bad_tpe ? s.last_tpe : s.last_routing).at(rank);
+  const unsigned long long bad_key = all.bad_count != ~0ull   ? all.bad_count
+                                     : all.bad_entry != ~0ull ? all.bad_entry
+                                                              : all.bad_tpe;
+  if (bad_key != ~0ull) {
+    const int rank = static_cast<int>(bad_key >> 32);
+    const std::vector<const std::int32_t*>& from = all.bad_count != ~0ull   ? s.last_counts
+                                                   : all.bad_entry != ~0ull ? s.last_routing
+                                                                            : s.last_tpe;
+    const std::int32_t* src = from.at(rank);
     if (s.is_local(rank) && src) {
       DeviceScope on(s.devices[rank]);
-      check_cuda(cudaMemcpy(&bad_value, src + (key & 0xffffffffull), sizeof bad_value, cudaMemcpyDeviceToHost),
+      check_cuda(cudaMemcpy(&bad_value, src + (bad_key & 0xffffffffull), sizeof bad_value, cudaMemcpyDeviceToHost),
                  "reading the bad input value");
     }
     if (s.peers) {
@@ -512,18 +525,43 @@ void GpuWorld::check() {
   late << ranks_text(waited) << " gave up waiting at " << impl::late_counters(all.late);
   if (missing.empty()) late << " (every rank ran; their blocks were not all resident at once)";
   late << "; the step was abandoned and the world reset";
-  impl::throw_status(all, s.config, [&](int, bool, i64) { return bad_value; }, late.str());
+  impl::throw_status(all, s.config, [&](impl::BadInput, int, i64) { return bad_value; }, late.str());
 }
 
 HostPlan GpuWorld::copy_out() {
   check();
   const State& s = *s_;
+  const int R = s.config.ranks;
+  // The step's counts: each process reads its ranks' (S where none was
+  // given); a step is ragged when any rank was given a count.
+  std::vector<std::int32_t> counts(static_cast<std::size_t>(2 * R), 0);  // (given, s_r) per rank
+  for (int r : s.local) {
+    counts[2 * r + 1] = s.config.tokens;
+    if (!s.last_counts[r]) continue;
+    DeviceScope on(s.devices[r]);
+    counts[2 * r] = 1;
+    check_cuda(cudaMemcpy(&counts[2 * r + 1], s.last_counts[r], 4, cudaMemcpyDeviceToHost),
+               "reading a rank's token count back");
+  }
+  if (s.peers) {
+    const int me = s.peers->rank();
+    const std::int32_t mine[2] = {counts[2 * me], counts[2 * me + 1]};
+    s.peers->allgather(mine, sizeof mine, counts.data());
+  }
+  std::optional<TokensPerRank> tokens;
+  for (int r = 0; r < R; ++r) {
+    if (!counts[2 * r]) continue;
+    tokens.emplace(static_cast<std::size_t>(R));
+    for (int q = 0; q < R; ++q) (*tokens)[q] = counts[2 * q + 1];
+    break;
+  }
   // Every rank's outputs are mapped here; they are read through a device
   // of this process (the caller's device is current again afterwards).
   DeviceScope keep(s.devices[s.local[0]]);
-  return impl::copy_plans_out(s.config, s.rank_plans, [&](int r) {
-    check_cuda(cudaSetDevice(s.is_local(r) ? s.devices[r] : s.devices[s.local[0]]), "cudaSetDevice");
-  });
+  return impl::copy_plans_out(
+      s.config, s.rank_plans,
+      [&](int r) { check_cuda(cudaSetDevice(s.is_local(r) ? s.devices[r] : s.devices[s.local[0]]), "cudaSetDevice"); },
+      tokens);
 }
 
 }  // namespace moonep::cuda

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "moonep/error.hpp"
+#include "moonep/reference.hpp"
 #include "replicated_layout.hpp"
 
 namespace moonep::cuda::impl {
@@ -77,7 +78,7 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
   // The replicated kernel, at the largest blocks per rank <= the one asked
   // for whose blocks (fewer blocks: more entries each, more shared memory)
   // fit and are co-resident.
-  if (options.kernel != Kernel::rank0_tables) {
+  if (options.kernel != Kernel::global_tables) {
     for (int bpr = options.blocks_per_rank; bpr >= 1 && c.bpr == 0; --bpr) {
       const int workers = bpr > 1 ? bpr - 1 : 1;  // block 0 owns no tokens
       const int block_tokens = (S + workers - 1) / workers;
@@ -88,25 +89,25 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
         c.smem = smem;
       }
     }
-    if (c.bpr == 0 && options.kernel == Kernel::replicated) {
+    if (c.bpr == 0 && options.kernel == Kernel::shared_tables) {
       std::ostringstream m;
       m << who << ": the replicated kernel cannot run " << describe(config) << ": it needs "
         << replicated_shared_bytes(R, E, B, K, S) << " bytes of shared memory per block at one block "
         << "per rank, the device allows " << max_repl
-        << " with every block co-resident; use Kernel::automatic or Kernel::rank0_tables";
+        << " with every block co-resident; use Kernel::automatic or Kernel::global_tables";
       throw RuntimeError(m.str());
     }
   }
   const int tile_tokens_max = std::max(1, kTileEntries / K);
   if (c.bpr > 0) {
-    c.kernel = Kernel::replicated;
+    c.kernel = Kernel::shared_tables;
     c.func = repl_func;
     c.nworkers = c.bpr > 1 ? c.bpr - 1 : 1;
     return c;
   }
   // Rank-0 kernel: stage C2's lookup tables in shared memory when that
   // still lets every rank's blocks be resident; otherwise lower bpr.
-  c.kernel = Kernel::rank0_tables;
+  c.kernel = Kernel::global_tables;
   c.func = rank0_func;
   bool stage = (static_cast<i64>(E) * R) % 4 == 0;
   if (stage) {
@@ -188,7 +189,7 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.tile_tokens = c.tile_tokens;
   p.block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
   p.stage_tables = c.stage_tables ? 1 : 0;
-  if (c.kernel == Kernel::replicated) {
+  if (c.kernel == Kernel::shared_tables) {
     p.repl = replicated_regions(replicated_layout(R, E, B, config.topk, p.block_tokens));
   }
 }
@@ -208,10 +209,11 @@ void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cud
 }
 
 HostPlan copy_plans_out(const Config& c, const std::vector<DeviceRankPlan>& plans,
-                        const std::function<void(int)>& before_rank) {
+                        const std::function<void(int)>& before_rank, const std::optional<TokensPerRank>& tokens) {
   HostPlan plan;
   plan.config = c;
   plan.ranks.resize(c.ranks);
+  plan.tokens_per_rank = tokens;
   auto fetch = [](std::vector<std::int32_t>& v, const std::int32_t* src, i64 n) {
     v.resize(static_cast<size_t>(n));
     if (n > 0) check_cuda(cudaMemcpy(v.data(), src, n * 4, cudaMemcpyDeviceToHost), "copying a plan out");
@@ -222,13 +224,15 @@ HostPlan copy_plans_out(const Config& c, const std::vector<DeviceRankPlan>& plan
     HostRankPlan& h = plan.ranks[r];
     // dup_counts first: it says how much of the prefixed fields is held.
     fetch(h.dup_counts, d.dup_counts, 2);
-#define MOONEP_FETCH_FIELD(name, ...)                                                               \
-  {                                                                                                 \
-    const PlanField& f = kPlanFields[plan_field_index::name];                                       \
-    fetch(h.name, d.name,                                                                           \
-          f.held == FieldHeld::whole ? field_capacity(f, c)                                         \
-                                     : field_prefix_values(f, h.dup_counts[0], h.dup_counts[1]));   \
-  }
+    // A ragged step's dst: the rank's s_r*K entries (the rest is undefined).
+    auto held = [&](const PlanField& f) -> i64 {
+      if (f.held != FieldHeld::whole) return field_prefix_values(f, h.dup_counts[0], h.dup_counts[1]);
+      if (f.rows == ::moonep::impl::FieldRows::entries && tokens) {
+        return static_cast<i64>((*tokens)[r]) * c.topk * field_columns(f, c);
+      }
+      return field_capacity(f, c);
+    };
+#define MOONEP_FETCH_FIELD(name, ...) fetch(h.name, d.name, held(kPlanFields[plan_field_index::name]));
     MOONEP_PLAN_FIELDS(MOONEP_FETCH_FIELD)
 #undef MOONEP_FETCH_FIELD
   }
@@ -256,20 +260,27 @@ std::string late_counters(unsigned late) {
 }
 
 void throw_status(const DeviceStatus& st, const Config& config,
-                  const std::function<std::int32_t(int, bool, std::int64_t)>& value_at, const std::string& late_text) {
+                  const std::function<std::int32_t(BadInput, int, std::int64_t)>& value_at,
+                  const std::string& late_text) {
   if (status_clean(st)) return;
   std::ostringstream m;
+  // A bad count first: its rank planned no tokens, so its routing was
+  // not read.
+  if (st.bad_count != ~0ull) {
+    const int rank = static_cast<int>(st.bad_count >> 32);
+    throw InputError(rank_tokens_error(config, rank, value_at(BadInput::tokens_per_rank, rank, 0)));
+  }
   if (st.bad_entry != ~0ull) {
     const int rank = static_cast<int>(st.bad_entry >> 32);
     const i64 index = static_cast<i64>(st.bad_entry & 0xffffffffull);
-    m << "routing[" << rank << "][" << index << "] = " << value_at(rank, false, index)
+    m << "routing[" << rank << "][" << index << "] = " << value_at(BadInput::routing, rank, index)
       << " is not an expert id in [0, " << config.experts << ")";
     throw InputError(m.str());
   }
   if (st.bad_tpe != ~0ull) {
     const int rank = static_cast<int>(st.bad_tpe >> 32);
     const int e = static_cast<int>(st.bad_tpe & 0xffffffffull);
-    m << "tokens_per_expert[" << rank << "][" << e << "] = " << value_at(rank, true, e) << " does not match routing["
+    m << "tokens_per_expert[" << rank << "][" << e << "] = " << value_at(BadInput::tokens_per_expert, rank, e) << " does not match routing["
       << rank << "]";
     throw InputError(m.str());
   }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <vector>
@@ -26,14 +27,14 @@ __global__ void plan_kernel(const __grid_constant__ KernelParams p);
 __global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
 
 // The status a launch starts from (no bad entry, nothing late).
-inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, 0u, 0u};
+inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, ~0ull, 0u, 0u};
 inline bool status_clean(const DeviceStatus& s) {
-  return s.bad_entry == ~0ull && s.bad_tpe == ~0ull && s.internal == 0 && s.late == 0;
+  return s.bad_entry == ~0ull && s.bad_tpe == ~0ull && s.bad_count == ~0ull && s.internal == 0 && s.late == 0;
 }
 
 // The kernel and grid of every rank's part of a step.
 struct LaunchChoice {
-  Kernel kernel = Kernel::rank0_tables;
+  Kernel kernel = Kernel::global_tables;
   const void* func = nullptr;
   int bpr = 0;           // blocks per rank
   std::int64_t smem = 0; // dynamic shared memory per block (bytes)
@@ -59,13 +60,17 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& choi
 void launch_cooperative(const void* func, int blocks, std::int64_t smem, void** args, cudaStream_t stream,
                         const char* what);
 
+// The input a kernel found bad: which array a value is read back from.
+enum class BadInput { routing, tokens_per_expert, tokens_per_rank };
+
 // Throws for a launch that ended with `st` (nothing when it is clean):
-// InputError naming the first bad routing entry or tokens_per_expert
-// value (read back through value_at(rank, is_tpe, index)), RuntimeError
-// for a late arrival (late_text says who was missing) or an internal
+// InputError naming the first bad token count, routing entry or
+// tokens_per_expert value (read back through value_at(which, rank,
+// index); a count's index is 0, in the rank's own count), RuntimeError for
+// a late arrival (late_text says who was missing) or an internal
 // inconsistency.
 void throw_status(const DeviceStatus& st, const Config& config,
-                  const std::function<std::int32_t(int rank, bool is_tpe, std::int64_t index)>& value_at,
+                  const std::function<std::int32_t(BadInput which, int rank, std::int64_t index)>& value_at,
                   const std::string& late_text);
 
 // Rank plan pointers into a rank's outputs `o` laid out as `out`.
@@ -78,9 +83,12 @@ inline DeviceRankPlan device_rank_plan(std::int32_t* o, const OutLayout& out) {
 }
 
 // Every rank's plan from device memory (`before_rank(r)` runs before rank
-// r's copies: the GPU world makes r's device current there).
+// r's copies: the GPU world makes r's device current there). With the
+// step's counts (checked by the kernel: each in 0..S), rank r's dst is
+// cut to its s_r*K entries and the plan carries the counts.
 HostPlan copy_plans_out(const Config& config, const std::vector<DeviceRankPlan>& plans,
-                        const std::function<void(int rank)>& before_rank);
+                        const std::function<void(int rank)>& before_rank,
+                        const std::optional<TokensPerRank>& tokens_per_rank = std::nullopt);
 
 // "the counts gather", "the step 1-3 tables", "the step 4-5 offsets" for
 // the bits of DeviceStatus::late, joined with "and".

@@ -96,6 +96,7 @@ struct OutLayout {
 struct DeviceStatus {
   unsigned long long bad_entry;  // routing[rank][index] not in [0, E)
   unsigned long long bad_tpe;    // tokens_per_expert[rank][e] != count
+  unsigned long long bad_count;  // tokens_per_rank[rank] not in [0, S] (index 0); the rank planned 0 tokens
   unsigned int internal;         // a guard that should never fire
   // Bit (1 << Ctrl) for each cross-rank counter a block of this launch
   // gave up on after timeout_ns: the step is void, and the host resets
@@ -142,6 +143,12 @@ struct KernelParams {
   unsigned long long* trace;  // null, or [blocks][kTracePoints] globaltimer stamps
   const std::int32_t* topk[kMaxGroups];
   const std::int32_t* tpe[kMaxGroups];
+  // Per group: null (the rank holds S tokens) or a device pointer to its
+  // token count s_r, read when the kernel runs (a ragged step).
+  const std::int32_t* counts[kMaxGroups];
+  // The symmetric part of every rank's chunk at once (the same offsets as
+  // sym_base's): an NVLink multicast mapping, or null for unicast.
+  std::int32_t* mc_sym;
 };
 
 // Row stride of acum [E][stride] in shared memory: odd, so that lookups of
