@@ -15,7 +15,7 @@
 //                the common perf_tests format (csv_report.hpp)
 //   --smoke      two small configurations, 20 steps, no phase trace
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
-//                and the rank-0 kernel) and its phase trace: a quick A/B
+//                and global tables) and its phase trace: a quick A/B
 //                of a kernel change
 //   --gpu-world  the GpuWorld's per-rank launches (R streams, and one graph
 //                of R kernel nodes) next to the virtual-rank kernel at the
@@ -25,7 +25,7 @@
 //                device (default: all on device 0)
 //   --profile BPR  only `steps` planning steps of the headline at
 //                blocks_per_rank BPR, untimed: for a profiler, e.g.
-//                ncu -k regex:replicated --launch-skip 10 --launch-count 1
+//                ncu -k regex:plan_kernel --launch-skip 10 --launch-count 1
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -199,47 +199,30 @@ void profile(const moonep::Config& c, int bpr, int steps) {
 // per point as the earliest and the latest block's time since the earliest
 // block started; last, the SM clock the step ran at (clock64 over
 // globaltimer, median over blocks).
-// Phase boundaries each kernel stamps (trace_point indices; the last one is
-// the kernel's end).
-std::vector<const char*> trace_names(moonep::cuda::Kernel k) {
-  if (k == moonep::cuda::Kernel::shared_tables) {
-    return {"start",
-            "A (dup counts zeroed)",
-            "C1 (histograms, ranks in warp)",
-            "block totals out, arrival",
-            "all counts arrived (barrier)",
-            "step 1 (+ sort keys, block bases)",
-            "step 2 (+ entries sorted)",
-            "step 3 (expert split)",
-            "acum",
-            "steps 4-5 (offsets), etc out",
-            "step 6 (destination, loff, src_info)",
-            "step 7 + dup reservations",
-            "dst stores",
-            "step 8 (dup rows)",
-            "block 0: layout, src_info -1 (end)",
-            "thread 0 saw every arrival",
-            "thread 0's routing loads arrived",
-            "step 2: loads arrived",
-            "step 2: moves known",
-            "step 4 done (destination 0)"};
-  }
+// Phase boundaries the kernel stamps (trace_point indices in
+// plan_step_kernel.cu, both placements of the tables; 14 is the end).
+constexpr int kTraceArrival = 3, kTraceEnd = 14;
+std::vector<const char*> trace_names() {
   return {"start",
-          "C1 pass 1 (histograms)",
-          "counts added, gather arrival",
-          "grid barrier G1 (per rank)",
-          "C1 pass 2 (bases + ranking)",
-          "rank0: all counts arrived",
-          "rank0: step 1 done",
-          "rank0: step 2 done",
-          "rank0: steps 1-3 + acum out",
-          "block 0s: acum seen, steps 4-5",
-          "block 0s: steps 4-5 + eoff out",
-          "C2: acum visible",
-          "C2: eoff visible + staged",
-          "C2 step 6a (destinations)",
-          "C2 step 7 + dup reservations",
-          "C2 done (kernel end)"};
+          "tables carved",
+          "C1 (histograms, ranks in warp)",
+          "block totals out, arrival",
+          "all counts arrived (barrier)",
+          "step 1 (+ sort keys, block bases)",
+          "step 2 (+ entries sorted)",
+          "step 3 (expert split, acum)",
+          "(unused)",
+          "steps 4-5 (offsets), etc out",
+          "step 6 (destination, loff, src_info)",
+          "step 7 + dup reservations",
+          "dst stores",
+          "step 8 (dup rows)",
+          "block 0: layout, src_info -1 (end)",
+          "thread 0 saw every arrival",
+          "thread 0's routing loads arrived",
+          "step 2: loads arrived",
+          "step 2: moves known",
+          "step 4 done (destination 0)"};
 }
 
 void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
@@ -254,7 +237,7 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   moonep::cuda::Planner planner(c, opt);
   moonep::cuda::impl::PlannerAccess::set_trace(planner, d_trace);
   const int blocks = c.ranks * planner.blocks_per_rank();
-  const std::vector<const char*> names = trace_names(planner.kernel());
+  const std::vector<const char*> names = trace_names();
   const int npoints = static_cast<int>(names.size());
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   const DeviceRouting d(routing);
@@ -319,7 +302,7 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
               hist[4] + hist[5] + hist[6] + hist[7]);
   std::vector<double> mhz;
   for (int b = 0; b < blocks; ++b) {
-    const int end = planner.kernel() == moonep::cuda::Kernel::shared_tables ? 14 : npoints - 1;
+    const int end = kTraceEnd;
     const unsigned long long ns = t[b * stride + end] - t[b * stride];
     const unsigned long long clk = t[b * stride + stride - 1] - t[b * stride + stride - 2];
     if (ns > 0 && t[b * stride + stride - 1] > t[b * stride + stride - 2]) mhz.push_back(1000.0 * clk / ns);
@@ -337,9 +320,8 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
 struct Path {
   double critical = 0, start_spread = 0;
 };
-Path critical_path(const std::vector<unsigned long long>& t, int blocks, moonep::cuda::Kernel k) {
-  const int stride = 24, arrive = k == moonep::cuda::Kernel::shared_tables ? 3 : 2,
-            end = k == moonep::cuda::Kernel::shared_tables ? 14 : 15;
+Path critical_path(const std::vector<unsigned long long>& t, int blocks) {
+  const int stride = 24, arrive = kTraceArrival, end = kTraceEnd;
   unsigned long long first_start = ~0ull, last_start = 0, last_arrival = 0, last_end = 0;
   for (int b = 0; b < blocks; ++b) {
     first_start = std::min(first_start, t[b * stride]);
@@ -370,13 +352,13 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
   const std::size_t trace_words = static_cast<std::size_t>(c.ranks) * bpr * 24;
   ok(cudaMalloc(reinterpret_cast<void**>(&d_trace), trace_words * 8), "trace malloc");
   std::vector<unsigned long long> t(trace_words);
-  auto traced_path = [&](auto&& step, int blocks, moonep::cuda::Kernel k) {
+  auto traced_path = [&](auto&& step, int blocks) {
     ok(cudaMemset(d_trace, 0, trace_words * 8), "trace memset");
     for (int i = 0; i < 20; ++i) step();
     ok(cudaStreamSynchronize(s), "trace sync");
     ok(cudaDeviceSynchronize(), "trace sync");
     ok(cudaMemcpy(t.data(), d_trace, trace_words * 8, cudaMemcpyDeviceToHost), "trace copy");
-    return critical_path(t, blocks, k);
+    return critical_path(t, blocks);
   };
   std::string on;
   for (int d : devices) on += (on.empty() ? "" : ",") + std::to_string(d);
@@ -396,8 +378,7 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
     const double v_stream = time_us(s, steps, vstep), v_graph = graph_us(s, 50, replays, vstep);
     moonep::cuda::Planner vtraced(c, vo);
     moonep::cuda::impl::PlannerAccess::set_trace(vtraced, d_trace);
-    const Path vp = traced_path([&] { vtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * vtraced.blocks_per_rank(),
-                                vtraced.kernel());
+    const Path vp = traced_path([&] { vtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * vtraced.blocks_per_rank());
 
     moonep::cuda::WorldOptions wo;
     wo.blocks_per_rank = bpr;
@@ -410,8 +391,7 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
     world.check();
     moonep::cuda::GpuWorld wtraced(c, devices, wo);
     moonep::cuda::impl::PlannerAccess::set_trace(wtraced, d_trace);
-    const Path wp = traced_path([&] { wtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * wtraced.blocks_per_rank(),
-                                wtraced.kernel());
+    const Path wp = traced_path([&] { wtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * wtraced.blocks_per_rank());
     wtraced.check();
     const std::string vname = "virtual ranks (one launch)";
     const std::string wname = "gpu world (" + std::to_string(c.ranks) + " launches, " + std::to_string(c.ranks) + " streams)";
@@ -474,8 +454,9 @@ int main(int argc, char** argv) {
   };
   const std::vector<Point> smoke_configs = {{moonep::Config{2, 16, 2, 256, 2, 8}, 4, Kernel::automatic},
                                             {moonep::Config{4, 64, 4, 512, 4, 16}, 8, Kernel::automatic}};
-  // The planner's own choice everywhere, and the headline again with the
-  // rank-0 kernel forced, for comparison.
+  // The planner's own choice everywhere, the headline again with global
+  // tables forced, for comparison, and a shape whose tables only fit global
+  // memory (R = 32, E = 2048).
   const std::vector<Point> full_configs = {
       {head, 32, Kernel::automatic},
       {head, 16, Kernel::automatic},
@@ -488,6 +469,7 @@ int main(int argc, char** argv) {
       {moonep::Config{16, 256, 8, 4096, 32, 128}, 32, Kernel::automatic},
       {moonep::Config{16, 256, 8, 4096, 32, 128}, 16, Kernel::automatic},
       {moonep::Config{4, 256, 8, 4096, 32, 128}, 32, Kernel::automatic},
+      {moonep::Config{32, 2048, 8, 4096, 64, 128}, 32, Kernel::automatic},
   };
   if (profile_bpr > 0) {
     try {

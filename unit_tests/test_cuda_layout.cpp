@@ -1,4 +1,4 @@
-// The replicated CUDA kernel's shared-memory layout (replicated_layout.hpp,
+// A planning block's tables as the CUDA kernel lays them out (table_layout.hpp,
 // plain C++), checked on the host so CI covers it without a GPU: every
 // region 16-byte aligned and large enough, no two regions of the same time
 // overlapping, and C1's peer words inside the space of sorted .. bb that
@@ -11,21 +11,21 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_specializations/replicated_layout.hpp"
+#include "cuda_specializations/table_layout.hpp"
 
 namespace {
 
 using moonep::cuda::impl::acum_stride;
 using moonep::cuda::impl::kWarps;
 using moonep::cuda::impl::mark_words;
-using moonep::cuda::impl::replicated_layout;
+using moonep::cuda::impl::table_layout;
 using moonep::cuda::impl::round_up4;
-using moonep::cuda::impl::ReplicatedLayout;
+using moonep::cuda::impl::TableLayout;
 
 struct Shape { int R, E, B, K, block_tokens; };
 
 // (name, offset, words it must hold), in layout order.
-std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regions(const ReplicatedLayout& l,
+std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regions(const TableLayout& l,
                                                                                      const Shape& s) {
   const std::int64_t ne = static_cast<std::int64_t>(s.block_tokens) * s.K, E = s.E, R = s.R;
   const std::int64_t rows = R > kWarps ? R : kWarps;
@@ -51,7 +51,7 @@ std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regio
 
 }  // namespace
 
-TEST_CASE("replicated kernel layout: aligned regions that do not overlap; C1's peer words fit sorted .. bb",
+TEST_CASE("planning tables: aligned regions that do not overlap; C1's peer words fit sorted .. bb",
           "[cuda_layout]") {
   std::vector<Shape> shapes = {
       {8, 256, 32, 8, 274},   // the headline: sorted .. bb holds the peer words
@@ -63,7 +63,7 @@ TEST_CASE("replicated kernel layout: aligned regions that do not overlap; C1's p
     for (int epn : {1, 3, 32})
       for (int K : {1, 8, 32}) shapes.push_back({R, R * epn, 3, K, 9 * R + 1});
   for (const Shape& s : shapes) {
-    const ReplicatedLayout l = replicated_layout(s.R, s.E, s.B, s.K, s.block_tokens);
+    const TableLayout l = table_layout(s.R, s.E, s.B, s.K, s.block_tokens);
     INFO("R=" << s.R << " E=" << s.E << " B=" << s.B << " K=" << s.K << " block_tokens=" << s.block_tokens);
     const auto rs = regions(l, s);
     for (std::size_t i = 0; i < rs.size(); ++i) {
@@ -83,7 +83,7 @@ TEST_CASE("replicated kernel layout: aligned regions that do not overlap; C1's p
   }
 }
 
-TEST_CASE("replicated kernel: the destination search's first step covers ranks 0 .. R-1 and no more",
+TEST_CASE("CUDA kernel: the destination search's first step covers ranks 0 .. R-1 and no more",
           "[cuda_layout]") {
   using moonep::cuda::impl::search_top;
   CHECK(search_top(1) == 0);

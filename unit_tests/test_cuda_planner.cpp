@@ -45,8 +45,8 @@ moonep::cuda::Planner planner_with(const Config& c, Kernel kernel,
 }
 
 // Plans with the GPU and the reference and requires identical plans, with
-// the kernel the planner picks (the replicated one wherever it fits) and
-// again with the rank-0 kernel forced, so both kernels see every case.
+// the tables where the planner puts them (shared memory wherever they fit)
+// and again with global tables forced, so both placements see every case.
 void require_matches_reference(const Config& c, const Routing& routing, int bpr, const std::string& what) {
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
@@ -217,10 +217,10 @@ TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the p
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), ref) == "");
 }
 
-TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 kernel elsewhere",
+TEST_CASE("cuda planner keeps its tables in shared memory where they fit, in global memory elsewhere",
           "[cuda]") {
-  // The headline shape: the replicated kernel, at the blocks asked for
-  // (32 by default) or fewer: one block per SM, R*bpr blocks in all.
+  // The headline shape: shared tables, at the blocks asked for (32 by
+  // default) or fewer: one block per SM, R*bpr blocks in all.
   const Config head{8, 256, 8, 4096, 32, 128};
   {
     int dev = 0, sms = 0;
@@ -229,24 +229,28 @@ TEST_CASE("cuda planner picks the replicated kernel where it fits, the rank-0 ke
     moonep::cuda::Planner planner(head);
     REQUIRE(planner.kernel() == Kernel::shared_tables);
     REQUIRE(planner.blocks_per_rank() == std::min(32, sms / head.ranks));
-    REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "replicated");
+    REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "shared_tables");
   }
-  // Tables of about (2R + 7) * E words, here about 580 KB: no block holds them.
-  const Config wide{32, 2048, 2, 64, 2, 4};
-  moonep::cuda::Planner planner(wide);
-  REQUIRE(planner.kernel() == Kernel::global_tables);
-  const Routing routing = make_routing(wide, Shape::skew, 4);
-  DeviceRouting dr(wide, routing);
-  REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
-  std::string message;
-  try {
-    moonep::cuda::Planner refused = planner_with(wide, Kernel::shared_tables);
-  } catch (const moonep::RuntimeError& e) {
-    message = e.what();
+  // Tables of about (2R + 7) * E words, here about 580 KB, and (below)
+  // about 1 MB: no block's shared memory holds them.
+  for (const Config& wide : {Config{32, 2048, 2, 64, 2, 4}, Config{8, 8192, 2, 64, 4, 4}}) {
+    INFO(moonep::describe(wide));
+    moonep::cuda::Planner planner(wide);
+    REQUIRE(planner.kernel() == Kernel::global_tables);
+    REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "global_tables");
+    const Routing routing = make_routing(wide, Shape::skew, 4);
+    DeviceRouting dr(wide, routing);
+    REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
+    std::string message;
+    try {
+      moonep::cuda::Planner refused = planner_with(wide, Kernel::shared_tables);
+    } catch (const moonep::RuntimeError& e) {
+      message = e.what();
+    }
+    INFO(message);
+    REQUIRE(message.find("shared tables cannot plan") != std::string::npos);
+    REQUIRE(message.find("bytes of shared memory at one block per rank") != std::string::npos);
   }
-  INFO(message);
-  REQUIRE(message.find("the replicated kernel cannot run") != std::string::npos);
-  REQUIRE(message.find("bytes of shared memory per block") != std::string::npos);
 }
 
 TEST_CASE("cuda backend through the registry", "[cuda]") {

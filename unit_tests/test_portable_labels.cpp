@@ -5,7 +5,7 @@
 //    phaseA, phaseB, phaseC2, phaseD} and kernels moonep::portable::<phase>_*
 //    (plus the world's moonep::world::* when the planner puts);
 //  * the CUDA specialization: regions moonep::cuda::plan and
-//    moonep::cuda::<kernel> (replicated or rank0_tables), and no Kokkos
+//    moonep::cuda::<kernel> (shared_tables or global_tables), and no Kokkos
 //    kernel at all (its one launch is a plain CUDA kernel).
 // The portable phases also plan every local rank in the same launches: a
 // step on an in-process world launches as many kernels at R=8 as at R=2,

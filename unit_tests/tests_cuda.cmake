@@ -19,6 +19,6 @@ if(MoonEP_HAVE_CUDA)
     moonep_add_cuda_test(test_gpu_world_planner test_gpu_world_planner.cpp)
   endif()
 endif()
-# The replicated kernel's shared-memory layout is plain C++: checked on the
+# The CUDA kernel's table layout is plain C++: checked on the
 # host in every build, GPU or not.
 moonep_add_test(test_cuda_layout test_cuda_layout.cpp)

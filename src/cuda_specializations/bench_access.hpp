@@ -11,7 +11,7 @@
 
 #include "moonep/cuda_planner.hpp"
 #include "moonep/gpu_world.hpp"
-#include "plan_kernel.hpp"
+#include "kernel_params.hpp"
 
 namespace moonep::cuda::impl {
 

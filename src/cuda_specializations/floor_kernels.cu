@@ -11,7 +11,7 @@
 //   word. No planner that meets the spec in one launch can be faster than
 //   this; the benchmark prints it beside the step so the "<= 3x the floor"
 //   goal can be read against what is reachable at all.
-#include "plan_kernel.hpp"
+#include "kernel_params.hpp"
 #include "sync_primitives.cuh"
 
 namespace moonep::cuda::impl {

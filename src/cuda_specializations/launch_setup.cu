@@ -7,7 +7,7 @@
 
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
-#include "replicated_layout.hpp"
+#include "table_layout.hpp"
 
 namespace moonep::cuda::impl {
 namespace {
@@ -60,69 +60,58 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
                "cudaFuncSetAttribute");
     return m;
   };
-  const void* const rank0_func = reinterpret_cast<const void*>(plan_kernel);
-  const void* const repl_func = reinterpret_cast<const void*>(replicated_plan_kernel);
-  const i64 max_rank0 = max_dynamic_of(rank0_func), max_repl = max_dynamic_of(repl_func);
-  // Blocks co-resident on the device for a kernel and its shared memory.
-  // The replicated kernel takes at most kReplicatedBlocksPerSM of them per
-  // SM (its blocks plan redundantly; see plan_kernel.hpp).
+  const void* const shared_func = reinterpret_cast<const void*>(plan_kernel_shared_tables);
+  const void* const global_func = reinterpret_cast<const void*>(plan_kernel_global_tables);
+  const i64 max_shared = max_dynamic_of(shared_func);
+  // Blocks co-resident on the device for a kernel and its shared memory,
+  // at most TuningPolicy::blocks_per_sm per SM (every block plans the
+  // step; see kernel_params.hpp).
   auto resident_with = [&](const void* f, i64 smem) {
     int per_sm = 0;
     check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kThreads, static_cast<size_t>(smem)),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    if (f == repl_func) per_sm = std::min(per_sm, kReplicatedBlocksPerSM);
+    per_sm = std::min(per_sm, TuningPolicy::blocks_per_sm);
     return static_cast<i64>(per_sm) * prop.multiProcessorCount;
+  };
+  auto workers_of = [](int bpr) { return bpr > 1 ? bpr - 1 : 1; };  // block 0 owns no tokens
+  auto table_words_at = [&](int bpr) {
+    const int workers = workers_of(bpr);
+    return table_layout(R, E, B, K, (S + workers - 1) / workers).words;
   };
 
   LaunchChoice c;
-  // The replicated kernel, at the largest blocks per rank <= the one asked
-  // for whose blocks (fewer blocks: more entries each, more shared memory)
-  // fit and are co-resident.
+  // Shared tables, at the largest blocks per rank <= the one asked for
+  // whose blocks (fewer blocks: more entries each, more shared memory) fit
+  // and are co-resident. Their entries then also fit steps 7-8's tile.
   if (options.kernel != Kernel::global_tables) {
     for (int bpr = options.blocks_per_rank; bpr >= 1 && c.bpr == 0; --bpr) {
-      const int workers = bpr > 1 ? bpr - 1 : 1;  // block 0 owns no tokens
-      const int block_tokens = (S + workers - 1) / workers;
-      const i64 smem = replicated_shared_bytes(R, E, B, K, block_tokens);
-      if (smem > max_repl) break;  // fewer blocks only need more
-      if (ranks_here * bpr <= resident_with(repl_func, smem)) {
+      const i64 smem = table_words_at(bpr) * 4;
+      if (smem > max_shared) break;  // fewer blocks only need more
+      if (ranks_here * bpr <= resident_with(shared_func, smem)) {
         c.bpr = bpr;
         c.smem = smem;
       }
     }
     if (c.bpr == 0 && options.kernel == Kernel::shared_tables) {
       std::ostringstream m;
-      m << who << ": the replicated kernel cannot run " << describe(config) << ": it needs "
-        << replicated_shared_bytes(R, E, B, K, S) << " bytes of shared memory per block at one block "
-        << "per rank, the device allows " << max_repl
-        << " with every block co-resident; use Kernel::automatic or Kernel::global_tables";
+      m << who << ": shared tables cannot plan " << describe(config) << ": a block needs "
+        << table_words_at(1) * 4 << " bytes of shared memory at one block per rank, the device allows "
+        << max_shared << " with every block co-resident; use Kernel::automatic or Kernel::global_tables";
       throw RuntimeError(m.str());
     }
   }
-  const int tile_tokens_max = std::max(1, kTileEntries / K);
   if (c.bpr > 0) {
     c.kernel = Kernel::shared_tables;
-    c.func = repl_func;
-    c.nworkers = c.bpr > 1 ? c.bpr - 1 : 1;
+    c.func = shared_func;
+    c.nworkers = workers_of(c.bpr);
     return c;
   }
-  // Rank-0 kernel: stage C2's lookup tables in shared memory when that
-  // still lets every rank's blocks be resident; otherwise lower bpr.
+  // Global tables: the same kernel with each block's tables in its slice of
+  // the rank's scratch; every block co-resident, one per SM.
   c.kernel = Kernel::global_tables;
-  c.func = rank0_func;
-  bool stage = (static_cast<i64>(E) * R) % 4 == 0;
-  if (stage) {
-    const i64 smem = shared_bytes(R, E, B, tile_tokens_max, true);
-    stage = smem <= max_rank0 && ranks_here * options.blocks_per_rank <= resident_with(rank0_func, smem);
-  }
-  c.stage_tables = stage;
-  c.smem = shared_bytes(R, E, B, tile_tokens_max, stage);
-  if (c.smem > max_rank0) {
-    std::ostringstream m;
-    m << who << ": " << describe(config) << " needs " << c.smem << " bytes of shared memory per block, the device allows "
-      << max_rank0 << " (experts too many for one block)";
-    throw RuntimeError(m.str());
-  }
-  const i64 resident = resident_with(rank0_func, c.smem);
+  c.func = global_func;
+  c.smem = 0;
+  const i64 resident = resident_with(global_func, 0);
   c.bpr = options.blocks_per_rank;
   if (ranks_here * c.bpr > resident) c.bpr = static_cast<int>(resident / ranks_here);
   if (c.bpr < 1) {
@@ -131,8 +120,13 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
       << " co-resident blocks, the device holds " << resident;
     throw RuntimeError(m.str());
   }
-  c.nworkers = c.bpr > 1 ? c.bpr - 1 : 1;
-  c.tile_tokens = static_cast<int>(std::max<i64>(1, std::min<i64>((S + c.nworkers - 1) / c.nworkers, tile_tokens_max)));
+  if (table_words_at(c.bpr) >= (i64{1} << 31)) {
+    std::ostringstream m;
+    m << who << ": " << describe(config) << " needs " << table_words_at(c.bpr)
+      << " words of tables per block, more than 2^31";
+    throw RuntimeError(m.str());
+  }
+  c.nworkers = workers_of(c.bpr);
   return c;
 }
 
@@ -146,21 +140,17 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   // while the other fills).
   p.sym.tpe_half = round4(static_cast<i64>(R) * E);
   p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
-  p.sym.acum = sym.take(static_cast<i64>(E) * R);
-  p.sym.eoff = sym.take(static_cast<i64>(R) * E);
-  p.sym.cum = sym.take(static_cast<i64>(R) * E);
   p.sym.words = (sym.next + 63) / 64 * 64;
 
+  const int block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
+  const TableLayout tables = table_layout(R, E, B, config.topk, block_tokens);
   Bump loc;
-  p.loc.gbar = loc.take(32);
   p.loc.epoch = loc.take(32);
-  // Per-block expert counts [E][blocks rounded to 4] (the rank-0 kernel
-  // uses nworkers <= bpr of the columns).
-  p.loc.hist = loc.take(round4(c.bpr) * E);
-  p.loc.pos = loc.take(N);
-  p.loc.alloc = loc.take(static_cast<i64>(E) * R);
-  p.loc.cand = loc.take(2LL * E);
-  p.loc.ncand = loc.take(R);
+  // Each worker block's expert counts, a row [E] per worker.
+  p.loc.hist = loc.take(static_cast<i64>(c.nworkers) * E);
+  // Global tables: every block's own, one after the other.
+  p.table_words = c.kernel == Kernel::global_tables ? tables.words : 0;
+  p.loc.tables = loc.take(p.table_words * c.bpr);
   p.loc.words = (loc.next + 63) / 64 * 64;
 
   // Every output region holds its rows rounded up to 4 (16-byte access).
@@ -186,12 +176,8 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.NvS = static_cast<int>(NvS);
   p.bpr = c.bpr;
   p.nworkers = c.nworkers;
-  p.tile_tokens = c.tile_tokens;
-  p.block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
-  p.stage_tables = c.stage_tables ? 1 : 0;
-  if (c.kernel == Kernel::shared_tables) {
-    p.repl = replicated_regions(replicated_layout(R, E, B, config.topk, p.block_tokens));
-  }
+  p.block_tokens = block_tokens;
+  p.tables = table_regions(tables);
 }
 
 void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream, const char* what) {
@@ -248,8 +234,8 @@ unsigned long long timeout_ns_of(double timeout_s, const char* who) {
 }
 
 std::string late_counters(unsigned late) {
-  static const char* const names[kNumCtrl] = {"the counts gather", "the step 4-5 offsets", "the step 1-3 tables"};
-  static_assert(kGather == 0 && kTables == 1 && kAcum == 2, "names in Ctrl order");
+  static const char* const names[kNumCtrl] = {"the counts gather", "the previous step's end"};
+  static_assert(kGather == 0 && kDone == 1, "names in Ctrl order");
   std::string s;
   for (int c = 0; c < kNumCtrl; ++c) {
     if (!(late & (1u << c))) continue;

@@ -19,12 +19,12 @@
 #include "moonep/cuda_planner.hpp"
 #include "moonep/host_plan.hpp"
 #include "host_checks.hpp"
-#include "plan_kernel.hpp"
+#include "kernel_params.hpp"
 
 namespace moonep::cuda::impl {
 
-__global__ void plan_kernel(const __grid_constant__ KernelParams p);
-__global__ void replicated_plan_kernel(const __grid_constant__ KernelParams p);
+__global__ void plan_kernel_shared_tables(const __grid_constant__ KernelParams p);
+__global__ void plan_kernel_global_tables(const __grid_constant__ KernelParams p);
 
 // The status a launch starts from (no bad entry, nothing late).
 inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, ~0ull, 0u, 0u};
@@ -52,7 +52,8 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
                            const char* who);
 
 // Every field of KernelParams that follows from the configuration and the
-// choice: sizes, the three chunk layouts, the replicated kernel's regions.
+// choice: sizes, the three chunk layouts, the tables' regions (and with
+// global tables each block's slice of the rank's scratch).
 // Bases, strides, status, trace and routing are the caller's.
 void fill_params(KernelParams& p, const Config& config, const LaunchChoice& choice);
 
@@ -90,8 +91,8 @@ HostPlan copy_plans_out(const Config& config, const std::vector<DeviceRankPlan>&
                         const std::function<void(int rank)>& before_rank,
                         const std::optional<TokensPerRank>& tokens_per_rank = std::nullopt);
 
-// "the counts gather", "the step 1-3 tables", "the step 4-5 offsets" for
-// the bits of DeviceStatus::late, joined with "and".
+// "the counts gather", "the previous step's end" for the bits of
+// DeviceStatus::late, joined with "and".
 std::string late_counters(unsigned late);
 
 }  // namespace moonep::cuda::impl

@@ -1,19 +1,21 @@
-// Private: the shared-memory layout of the replicated-planning kernel
-// (replicated_plan_kernel.cu), in int32 words. The host sizes the launch and
-// decides whether the kernel fits with the same function the kernel carves
-// its memory with. Plain C++ (constexpr, so device code may call it).
+// Private: one planning block's tables (plan_step_kernel.cu), in int32
+// words. The host sizes the launch, decides where the tables live (shared
+// memory when they fit, else each block's slice of global memory) and
+// passes the regions in the launch parameters with the same function the
+// kernel carves its memory by. Plain C++ (constexpr, so device code may
+// call it).
 #pragma once
 
 #include <cstdint>
 
-#include "plan_kernel.hpp"
+#include "kernel_params.hpp"
 
 namespace moonep::cuda::impl {
 
 // Words per destination of the copy-slot bitmap.
 constexpr int mark_words(int E) { return (E + 31) / 32; }
 
-struct ReplicatedLayout {
+struct TableLayout {
   std::int64_t ent, pos, sorted, sexp, dd, mask;  // per entry / token of the block
   std::int64_t base, key, rem, bb;          // per expert
   std::int64_t hist;                        // [max(kWarps, R)][E]: warp counts, then eoff
@@ -27,10 +29,10 @@ struct ReplicatedLayout {
 // Every region starts on a 16-byte boundary (load_token's int4 loads).
 constexpr std::int64_t round_up4(std::int64_t n) { return n > 0 ? (n + 3) & ~3LL : 4; }
 
-constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int block_tokens) {
+constexpr TableLayout table_layout(int R, int E, int B, int K, int block_tokens) {
   const std::int64_t ne = static_cast<std::int64_t>(block_tokens) * K, e = E;
   const std::int64_t rows = R > kWarps ? R : kWarps;
-  ReplicatedLayout l{};
+  TableLayout l{};
   std::int64_t at = 0;
   l.ent = at; at += round_up4(ne);
   l.pos = at; at += round_up4(ne);
@@ -59,13 +61,14 @@ constexpr ReplicatedLayout replicated_layout(int R, int E, int B, int K, int blo
   return l;
 }
 
-// The regions as the kernel's launch parameters carry them (words < 2^31
-// wherever the layout fits a device's shared memory).
-inline ReplicatedRegions replicated_regions(const ReplicatedLayout& l) {
+// The regions as the kernel's launch parameters carry them (words < 2^31:
+// shared tables fit a device's shared memory; the host refuses global
+// tables of 2^31 words or more).
+inline TableRegions table_regions(const TableLayout& l) {
   auto w = [](std::int64_t v) { return static_cast<int>(v); };
-  return ReplicatedRegions{w(l.ent),  w(l.pos),  w(l.sorted), w(l.sexp),  w(l.dd),   w(l.mask), w(l.base),
-                           w(l.key),  w(l.rem),  w(l.bb),     w(l.hist),  w(l.acum), w(l.cand), w(l.cslot),
-                           w(l.etc),  w(l.mark), w(l.peer),   w(l.small), w(l.sip)};
+  return TableRegions{w(l.ent),  w(l.pos),  w(l.sorted), w(l.sexp),  w(l.dd),   w(l.mask), w(l.base),
+                      w(l.key),  w(l.rem),  w(l.bb),     w(l.hist),  w(l.acum), w(l.cand), w(l.cslot),
+                      w(l.etc),  w(l.mark), w(l.peer),   w(l.small), w(l.sip)};
 }
 
 }  // namespace moonep::cuda::impl
