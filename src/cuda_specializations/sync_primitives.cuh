@@ -67,13 +67,16 @@ __device__ __forceinline__ bool generation_passed(unsigned old, unsigned now) {
 }
 
 // NVLink multicast (sm_90): one operation on a multicast address reaches
-// every rank's copy. Counts are added relaxed; an arrival is a release. A
-// location written through its multicast alias and read through its
-// unicast alias needs fence.proxy.alias between the two in the writer.
+// every rank's copy. Counts are added relaxed; an arrival is a release.
+// The same memory is also written and read through its unicast alias (a
+// rank zeroes and reads its own copy), so the arrival is fenced on both
+// sides with fence.proxy.alias, which orders accesses to one location
+// through different virtual addresses.
 __device__ __forceinline__ void multimem_add_relaxed(std::int32_t* mc, int v) {
   asm volatile("multimem.red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(mc), "r"(v) : "memory");
 }
 __device__ __forceinline__ void multimem_arrive_release(unsigned* mc) {
+  asm volatile("fence.proxy.alias;" ::: "memory");
   asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" ::"l"(mc), "r"(1u) : "memory");
   asm volatile("fence.proxy.alias;" ::: "memory");
 }
