@@ -662,9 +662,10 @@ void GpuWorld::State::refuse_multicast(const char* who) {
 
 // The multicast object's size: the symmetric part rounded up to the
 // multicast granularity, the same in every process. The minimum
-// granularity (what cuMulticastCreate and cuMulticastBindMem require; it
-// is the allocation granularity on Hopper, 2 MiB): the recommended one can
-// be far larger (512 MiB), and every chunk is padded to this size.
+// granularity, which is what cuMulticastCreate, cuMulticastBindMem and
+// cuMulticastUnbind require of sizes and offsets (typically 2 MiB, the
+// allocation granularity): every chunk is padded to this size, and the
+// recommended granularity can be hundreds of MiB.
 void GpuWorld::State::size_multicast(const char* who) {
 #if CUDA_VERSION >= 12010
   together("query the multicast granularity", who, [&] {
@@ -714,6 +715,13 @@ void GpuWorld::State::create_multicast(const std::vector<CUmemAccessDesc>& acces
   Descriptor shared;  // with peers: the object as a file descriptor (rank 0's export, the others' import)
   together("create the multicast object", who, [&] {
     if (!creator) return;
+    // refuse_multicast looked already; looked again right before the one
+    // call that must never happen where the environment forbids it.
+    std::string value;
+    if (multicast_forbidden(&value)) {
+      throw RuntimeError(std::string(who) + ": multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=" +
+                         value + kNoMulticastObject);
+    }
     DeviceScope on(devices[local[0]]);
     vmm.ok(mc->create(&mc_handle, &prop), "cuMulticastCreate");
     mc_held = true;
