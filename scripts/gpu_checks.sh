@@ -14,13 +14,14 @@
 # and moonep-plan on both backends. A test that dies is run once more under
 # cuda-gdb for a backtrace. Logs go to $OUT (or ./gpu_checks_out); a short
 # table comes last. CHECKS=kokkos runs only the Kokkos-CUDA part.
-# Never changes GPU settings; never uses NVLink multicast.
+# Never changes GPU settings; never uses NVLink multicast (MOONEP_FORBID_MULTICAST=1:
+# a GpuWorld asking for it is refused; the test binaries set it themselves too).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 LOGS=${OUT:-$PWD/gpu_checks_out}
 mkdir -p "$LOGS"
 export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 MOONEP_FORBID_MULTICAST=1
 declare -a SUMMARY
 
 step() {  # step NAME TIMEOUT_S COMMAND... : run, tee the log, record the result

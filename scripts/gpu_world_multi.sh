@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 LOGS=${OUT:-$PWD/gpu_world_multi_out}
 mkdir -p "$LOGS"
 export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 MOONEP_FORBID_MULTICAST=1
 devices=$(seq -s, 0 $((N - 1)))
 nvidia-smi -L | tee "$LOGS/gpus.log"
 nvidia-smi topo -m > "$LOGS/topology.log" 2>&1

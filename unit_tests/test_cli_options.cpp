@@ -1,5 +1,6 @@
 // moonep-plan's command line (src/tools/plan_options.cpp): the copy-slot
-// count of a synthetic step without --copy-slots.
+// count of a synthetic step without --copy-slots; --multicast, the GPU
+// world's opt-in, only with --world gpu.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -96,4 +97,13 @@ TEST_CASE("E/R copy slots leave no remote expert without a copy", "[cli]") {
       }
     }
   }
+}
+
+TEST_CASE("--multicast is the gpu world's opt-in, off by default", "[cli]") {
+  CHECK_FALSE(parse({"--world", "gpu"}).multicast);
+  CHECK(parse({"--world", "gpu", "--multicast"}).multicast);
+  CHECK(parse({"--multicast", "--world=gpu", "--devices", "0,1"}).multicast);
+  CHECK_THROWS_WITH(parse({"--multicast"}), "--multicast is for --world gpu");
+  CHECK_THROWS_WITH(parse({"--world", "mpi", "--multicast"}), "--multicast is for --world gpu");
+  CHECK_THROWS_AS(parse({"--multicast=1", "--world", "gpu"}), UsageError);
 }

@@ -3,7 +3,8 @@
 // ({0, 0, ...}: each rank its own allocation, stream and launch), with GPU
 // and system scope; reuse, repeated runs, a CUDA graph of R kernel nodes
 // replayed over new routing; bad input on one rank; a rank that never
-// launches (the others give up within the bound, the next step plans).
+// launches (the others give up within the bound, the next step plans);
+// the refusals of NVLink multicast (never created here: see below).
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -21,6 +22,12 @@
 #include "support/cuda_test_support.hpp"
 
 namespace {
+
+// No test may create an NVLink multicast object (shared machines): this
+// binary forbids it before any test runs, in its static initialisation as
+// well as in its main (test_cuda_main.cpp), so a world asking for it is
+// refused whatever a check or the caller's environment says.
+const bool multicast_forbidden = setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0;
 
 using moonep::Config;
 using moonep::Routing;
@@ -233,4 +240,40 @@ TEST_CASE("gpu world refuses what it cannot build, clearly", "[gpu_world][saniti
   const Routing routing = make_routing(c, Shape::repeats, 2);
   DeviceRouting dr(c, routing);
   REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(c, routing)) == "");
+}
+
+// The multicast opt-in is refused before any multicast object exists: ranks
+// sharing a device first (whatever the environment), then the environment
+// (MOONEP_FORBID_MULTICAST, which this binary always sets). After each
+// refusal a unicast world on the same devices plans like the reference.
+TEST_CASE("gpu world refuses multicast on a shared device and where the environment forbids it", "[gpu_world]") {
+  REQUIRE(multicast_forbidden);
+  REQUIRE(std::string(std::getenv("MOONEP_FORBID_MULTICAST")) == "1");
+  WorldOptions mc;
+  mc.multicast = true;
+
+  const Config two{2, 8, 2, 16, 2, 4};
+  REQUIRE_THROWS_WITH(GpuWorld(two, on_device_zero(2), mc),
+                      "moonep::cuda::GpuWorld: multicast needs every rank on its own device, but ranks 0 and 1 are "
+                      "on device 0; no multicast object was created");
+  {
+    GpuWorld world(two, on_device_zero(2));
+    REQUIRE_FALSE(world.multicast());
+    const Routing routing = make_routing(two, Shape::skew, 4);
+    DeviceRouting dr(two, routing);
+    REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(two, routing)) == "");
+  }
+
+  const Config one{1, 4, 2, 7, 2, 2};
+  REQUIRE(setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0);
+  REQUIRE_THROWS_WITH(GpuWorld(one, on_device_zero(1), mc),
+                      "moonep::cuda::GpuWorld: multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=1 "
+                      "(set where a multicast object must never be created); no multicast object was created");
+  {
+    GpuWorld world(one, on_device_zero(1));
+    REQUIRE_FALSE(world.multicast());
+    const Routing routing = make_routing(one, Shape::uniform, 5);
+    DeviceRouting dr(one, routing);
+    REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(one, routing)) == "");
+  }
 }

@@ -4,11 +4,13 @@
 // checks the whole plan against the reference (it maps every rank's
 // chunk); bad input on one rank fails the step on every process; a process
 // that does not launch its part is named by every process within the
-// bound, and the next step plans.
+// bound, and the next step plans; multicast with every process on one GPU
+// is refused by every process (no multicast object is ever created here).
 #include <mpi.h>
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,11 @@
 #include "support/cuda_test_support.hpp"
 
 namespace {
+
+// No test may create an NVLink multicast object (shared machines): every
+// process forbids it before any test runs (as test_cuda_main.cpp's main
+// does too).
+const bool multicast_forbidden = setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0;
 
 using moonep::Config;
 using moonep::Routing;
@@ -121,6 +128,41 @@ TEST_CASE("mpi gpu world: a process that does not launch is named by all; the ne
   }
   INFO(message);
   REQUIRE(message.rfind("moonep::cuda::GpuWorld: rank 1 did not arrive within 1 s: ", 0) == 0);
+  world->plan(mine.ptrs(), nullptr, nullptr);
+  REQUIRE(moonep::plan_difference(world->copy_out(), moonep::plan_reference(c, routing)) == "");
+}
+
+TEST_CASE("mpi gpu world: multicast with every process on one GPU is refused by every process",
+          "[gpu_world][mpi]") {
+  const int R = mpi_size();
+  if (R < 2) return;  // needs two processes on one GPU
+  REQUIRE(multicast_forbidden);
+  const Config c{R, 8 * R, 4, 256, 4, 8};
+  WorldOptions o;
+  o.multicast = true;
+  // Device 0 in every process: one GPU, whatever this machine has (the
+  // repeated device is refused before the environment is looked at).
+  std::string message;
+  try {
+    moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, 0, o);
+  } catch (const moonep::RuntimeError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  std::string all = "ranks 0";
+  for (int r = 1; r < R; ++r) all += (r + 1 == R ? " and " : ", ") + std::to_string(r);
+  REQUIRE(message.rfind("moonep::cuda::GpuWorld (one process per rank): multicast needs every rank on its own "
+                        "device, but " + all + " are on one GPU (GPU-",
+                        0) == 0);
+  CHECK(message.find(", device 0 in rank 0's process)") != std::string::npos);
+  const std::string tail = "; no multicast object was created";
+  CHECK(message.size() > tail.size());
+  CHECK(message.compare(message.size() - tail.size(), tail.size(), tail) == 0);
+  // Every process refused alike, and a unicast world plans after it.
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
+  REQUIRE_FALSE(world->multicast());
+  const Routing routing = moonep::synthetic_routing(c, 1.0, 9);
+  MyRouting mine(c, routing);
   world->plan(mine.ptrs(), nullptr, nullptr);
   REQUIRE(moonep::plan_difference(world->copy_out(), moonep::plan_reference(c, routing)) == "");
 }

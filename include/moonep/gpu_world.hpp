@@ -61,11 +61,13 @@ struct WorldOptions {
   bool system_scope = false;
   // NVLink multicast for the gathered counts and counters (docs/backends.md,
   // "NVLink multicast"). Off by default. When on, the constructor refuses
-  // (RuntimeError naming the reason, before any multicast object exists)
-  // a world whose ranks do not each have their own device, devices without
-  // multicast support (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED), and any
-  // process with MOONEP_FORBID_MULTICAST set in its environment (for shared
-  // machines where a multicast object must never be created).
+  // (RuntimeError naming the reason, before any multicast object exists),
+  // in this order, a world whose ranks do not each have their own device,
+  // any process with MOONEP_FORBID_MULTICAST set (not empty, not "0") in
+  // its environment (for shared machines where a multicast object must
+  // never be created), and devices without multicast support
+  // (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED). With one process per rank
+  // every process must ask the same. Never run yet: compiled and reviewed.
   bool multicast = false;
 };
 

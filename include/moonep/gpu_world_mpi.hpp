@@ -11,7 +11,10 @@
 // together, and calls check() (and destroys it) together. Every wait for
 // another process, in the constructor and in check(), is bounded by
 // options.timeout_s: a process that does not come is a RuntimeError, not
-// a hang.
+// a hang. With options.multicast (every process must ask the same) rank 0
+// creates the multicast object and hands it over the same way; the
+// refusals (gpu_world.hpp) hold for the whole world, so every process
+// throws the same RuntimeError (two processes on one GPU: refused).
 #pragma once
 
 #include <mpi.h>

@@ -1,12 +1,18 @@
 // moonep::cuda::GpuWorld: the symmetric buffer as one VMM mapping of every
-// rank's own allocation, one cooperative launch per rank, and the
-// world-wide status check (bad input, ranks that never came, reset).
+// rank's own allocation (with WorldOptions::multicast also one NVLink
+// multicast object bound to the symmetric part of every chunk), one
+// cooperative launch per rank, and the world-wide status check (bad input,
+// ranks that never came, reset).
 #include <cuda.h>  // driver API types only: the functions come through cudaGetDriverEntryPoint*
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -25,9 +31,23 @@ namespace {
 using i64 = std::int64_t;
 using impl::check_cuda;
 
-// The driver's virtual memory management calls, found through the
-// runtime (no link against libcuda: the runtime has loaded the driver
-// already, and a build machine without one can still link).
+// A driver function found through the runtime (no link against libcuda:
+// the runtime has loaded the driver already, and a build machine without
+// one can still link), as of driver API version `version`; null if this
+// driver has none.
+void* driver_function(const char* name, int version) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  check_cuda(cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &found), name);
+#else
+  (void)version;
+  check_cuda(cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found), name);
+#endif
+  return found == cudaDriverEntryPointSuccess ? p : nullptr;
+}
+
+// The driver's virtual memory management calls.
 struct Vmm {
   decltype(&::cuMemGetAllocationGranularity) granularity = nullptr;
   decltype(&::cuMemCreate) create = nullptr;
@@ -43,16 +63,8 @@ struct Vmm {
 
   template <class F>
   static void find(F& fn, const char* name) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    check_cuda(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found), name);
-#else
-    check_cuda(cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &found), name);
-#endif
-    if (found != cudaDriverEntryPointSuccess || !p) {
-      throw RuntimeError(std::string("moonep::cuda::GpuWorld: the CUDA driver has no ") + name);
-    }
+    void* p = driver_function(name, 12000);
+    if (!p) throw RuntimeError(std::string("moonep::cuda::GpuWorld: the CUDA driver has no ") + name);
     fn = reinterpret_cast<F>(p);
   }
   Vmm() {
@@ -73,6 +85,44 @@ struct Vmm {
     const char* text = nullptr;
     if (error_string(r, &text) != CUDA_SUCCESS || !text) text = "unknown error";
     throw RuntimeError(std::string("CUDA driver error in ") + what + ": " + text);
+  }
+};
+
+// The driver calls of the NVLink multicast opt-in (WorldOptions::
+// multicast), looked up only by a world that asks for it: the device
+// queries of its refusals and the multicast object's life. The multicast
+// calls came with CUDA 12.1, so they are asked for as of that version (as
+// of 12.0 the driver would not give them).
+struct MulticastApi {
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_attribute = nullptr;
+#if CUDA_VERSION >= 12010
+  decltype(&::cuMulticastGetGranularity) granularity = nullptr;
+  decltype(&::cuMulticastCreate) create = nullptr;
+  decltype(&::cuMulticastAddDevice) add_device = nullptr;
+  decltype(&::cuMulticastBindMem) bind_mem = nullptr;
+  decltype(&::cuMulticastUnbind) unbind = nullptr;
+#endif
+  std::string missing;  // the first call this driver (or build) lacks; empty: all there
+
+  template <class F>
+  void find(F& fn, const char* name, int version) {
+    void* p = driver_function(name, version);
+    if (!p && missing.empty()) missing = name;
+    fn = reinterpret_cast<F>(p);
+  }
+  MulticastApi() {
+    find(device_get, "cuDeviceGet", 12000);
+    find(device_attribute, "cuDeviceGetAttribute", 12000);
+#if CUDA_VERSION >= 12010
+    find(granularity, "cuMulticastGetGranularity", 12010);
+    find(create, "cuMulticastCreate", 12010);
+    find(add_device, "cuMulticastAddDevice", 12010);
+    find(bind_mem, "cuMulticastBindMem", 12010);
+    find(unbind, "cuMulticastUnbind", 12010);
+#else
+    missing = "cuMulticastCreate (MoonEP was built with CUDA older than 12.1)";
+#endif
   }
 };
 
@@ -108,6 +158,24 @@ struct GpuWorld::State {
   std::size_t chunk_bytes = 0;
   std::vector<CUmemGenericAllocationHandle> handles;
   std::size_t mapped = 0;                 // chunks mapped so far (for the destructor)
+  // Bytes of a chunk before the rank's scratch: the symmetric part
+  // (sym.words), with multicast rounded up to the multicast granularity,
+  // the part of every chunk bound to the multicast object. The same in
+  // every chunk and every process.
+  std::size_t sym_bytes = 0;
+  // NVLink multicast (WorldOptions::multicast; all empty without it): the
+  // driver calls, the object (created here or imported from rank 0's
+  // process), the local devices whose chunk is bound to it, and its
+  // mapping in this process, `mc_bytes` from `mc_va`. Each is recorded as
+  // soon as it exists, so that the destructor undoes exactly what a
+  // constructor that threw half-way had done.
+  std::unique_ptr<MulticastApi> mc;
+  std::size_t mc_gran = 0, mc_bytes = 0;
+  CUmemGenericAllocationHandle mc_handle{};
+  bool mc_held = false;                   // mc_handle is this process's to release
+  std::vector<CUdevice> mc_bound;
+  CUdeviceptr mc_va = 0;
+  bool mc_mapped = false;
   std::vector<cudaStream_t> streams;      // per local rank (indexed by rank)
   std::vector<cudaEvent_t> joined;        // per local rank: its part of the step done
   cudaEvent_t forked = nullptr;           // on the first local rank's device: `origin` reached the step
@@ -121,6 +189,11 @@ struct GpuWorld::State {
   bool is_local(int r) const { return std::find(local.begin(), local.end(), r) != local.end(); }
 
   void build(const Config& config, const WorldOptions& options, const char* who);
+  void refuse_multicast(const char* who);
+  void size_multicast(const char* who);
+  void create_multicast(const std::vector<CUmemAccessDesc>& access, const char* who);
+  template <class Step>
+  void together(const char* what, const char* who, Step&& step);
 
   ~State() {
     for (std::size_t r = 0; r < streams.size(); ++r) {
@@ -130,6 +203,14 @@ struct GpuWorld::State {
     for (auto e : joined) if (e) cudaEventDestroy(e);
     if (forked) cudaEventDestroy(forked);
     for (auto st : streams) if (st) cudaStreamDestroy(st);
+    // The multicast object before the chunks bound to it, in the reverse
+    // of its making: no mapping of it, no binding, no handle, no range.
+    if (mc_mapped) vmm.unmap(mc_va, mc_bytes);
+#if CUDA_VERSION >= 12010
+    for (CUdevice d : mc_bound) mc->unbind(mc_handle, d, 0, mc_bytes);  // offset and size as bound
+#endif
+    if (mc_held) vmm.release(mc_handle);
+    if (mc_va) vmm.address_free(mc_va, mc_bytes);
     for (std::size_t r = 0; r < mapped; ++r) vmm.unmap(va + r * chunk_bytes, chunk_bytes);
     for (auto h : handles) if (h) vmm.release(h);
     if (va) vmm.address_free(va, chunk_bytes * devices.size());
@@ -219,7 +300,8 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   // most of this process's ranks (their blocks must all be resident there
   // at once). Processes agree on the smallest blocks per rank any of them
   // can run, with rank 0's kernel. (A world of different GPU models would
-  // need the choice per device.)
+  // need the choice per device.) They must also all ask for multicast or
+  // all not: its set-up is collective.
   int busiest = devices[local[0]], most = 0;
   for (int d : here) {
     int n = 0;
@@ -230,11 +312,18 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
     DeviceScope on(busiest);
     choice = impl::choose_launch(config, Options{options.blocks_per_rank, options.kernel}, busiest, most, who);
     if (peers) {
-      const int mine[2] = {choice.bpr, static_cast<int>(choice.kernel)};
-      std::vector<int> all(2 * static_cast<std::size_t>(R));
+      const int mine[3] = {choice.bpr, static_cast<int>(choice.kernel), options.multicast ? 1 : 0};
+      std::vector<int> all(3 * static_cast<std::size_t>(R));
       peers->allgather(mine, sizeof mine, all.data());
+      std::vector<int> on, off;
+      for (int r = 0; r < R; ++r) (all[3 * r + 2] ? on : off).push_back(r);
+      if (!on.empty() && !off.empty()) {
+        throw RuntimeError(std::string(who) + ": WorldOptions::multicast is on for " + ranks_text(on) + " and off for " +
+                           ranks_text(off) +
+                           " (every process must ask for the same); no multicast object was created");
+      }
       int bpr = choice.bpr;
-      for (int r = 0; r < R; ++r) bpr = std::min(bpr, all[2 * r]);
+      for (int r = 0; r < R; ++r) bpr = std::min(bpr, all[3 * r]);
       const Kernel kernel = static_cast<Kernel>(all[1]);
       if (bpr != choice.bpr || kernel != choice.kernel) {
         choice = impl::choose_launch(config, Options{bpr, kernel}, busiest, most, who);
@@ -247,9 +336,19 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   }
   impl::KernelParams& p = base;
   impl::fill_params(p, config, choice);
+  // Multicast is refused here, before any multicast object or chunk
+  // exists, or sized: its part of every chunk.
+  sym_bytes = static_cast<std::size_t>(p.sym.words) * 4;
+  if (options.multicast) {
+    refuse_multicast(who);
+    size_multicast(who);
+    sym_bytes = mc_bytes;
+  }
 
   // One chunk per rank: [symmetric | scratch | outputs], rounded to the
-  // allocation granularity of this process's devices.
+  // allocation granularity of this process's devices; with multicast the
+  // symmetric part is padded to `mc_bytes` (the scratch starts after the
+  // part bound to the multicast object).
   std::size_t gran = 1;
   for (int d : here) {
     CUmemAllocationProp prop{};
@@ -260,8 +359,8 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
     vmm.ok(vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity");
     gran = std::max(gran, g);
   }
-  const std::size_t words = static_cast<std::size_t>(p.sym.words + p.loc.words + p.out.words);
-  chunk_bytes = (words * 4 + gran - 1) / gran * gran;
+  const std::size_t bytes = sym_bytes + static_cast<std::size_t>(p.loc.words + p.out.words) * 4;
+  chunk_bytes = (bytes + gran - 1) / gran * gran;
   if (peers) {
     // Every process must map the same chunk size.
     const unsigned long long mine = chunk_bytes;
@@ -309,6 +408,7 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
     access.push_back(a);
   }
   vmm.ok(vmm.set_access(va, chunk_bytes * R, access.data(), access.size()), "cuMemSetAccess");
+  if (options.multicast) create_multicast(access, who);
 
   host_status.assign(static_cast<std::size_t>(R), impl::kCleanStatus);
   p.groups = 1;
@@ -320,6 +420,10 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   p.sym_stride = static_cast<i64>(chunk_bytes / 4);
   p.loc_stride = p.sym_stride;
   p.out_stride = p.sym_stride;
+  // The kernel reduces the gathered counts and the counters into every
+  // chunk at once through this mapping (byte 0 bound to byte 0 of every
+  // rank's chunk), at the offsets of sym_base's, and reads its own chunk.
+  p.mc_sym = mc_mapped ? reinterpret_cast<std::int32_t*>(mc_va) : nullptr;
   params.assign(R, p);
   rank_plans.resize(R);
   streams.assign(R, nullptr);
@@ -329,8 +433,8 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
     impl::KernelParams& q = params[r];
     q.rank_base = r;
     std::int32_t* own = chunk(r);
-    q.loc_base = own + p.sym.words;
-    q.out_base = own + p.sym.words + p.loc.words;
+    q.loc_base = own + sym_bytes / 4;
+    q.out_base = own + sym_bytes / 4 + p.loc.words;
     std::int32_t* o = q.out_base;
     rank_plans[r] = impl::device_rank_plan(o, p.out);
   }
@@ -354,6 +458,313 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   last_routing.assign(R, nullptr);
   last_tpe.assign(R, nullptr);
   last_counts.assign(R, nullptr);
+}
+
+namespace {
+
+const char* const kNoMulticastObject = "; no multicast object was created";
+
+// MOONEP_FORBID_MULTICAST set to anything but "" or "0": this process must
+// never create a multicast object (the shared test machines set it: one
+// created there can take the host's GPUs down for days).
+bool multicast_forbidden(std::string* value) {
+  const char* v = std::getenv("MOONEP_FORBID_MULTICAST");
+  if (!v || !*v || std::string(v) == "0") return false;
+  *value = v;
+  return true;
+}
+
+// Whether `device` supports NVLink multicast; RuntimeError where the
+// driver lacks a call that multicast needs, or a query fails.
+bool multicast_supported(const MulticastApi& mc, const Vmm& vmm, int device) {
+  if (!mc.missing.empty()) throw RuntimeError("the CUDA driver has no " + mc.missing);
+#if CUDA_VERSION >= 12010
+  CUdevice d = 0;
+  vmm.ok(mc.device_get(&d, device), "cuDeviceGet");
+  int supported = 0;
+  vmm.ok(mc.device_attribute(&supported, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, d),
+         "cuDeviceGetAttribute (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)");
+  return supported != 0;
+#else
+  (void)vmm;
+  (void)device;
+  return false;
+#endif
+}
+
+// nvidia-smi's spelling of a GPU's UUID.
+std::string uuid_text(const unsigned char* u) {
+  char text[48];
+  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return text;
+}
+
+// A file descriptor closed with the object.
+struct Descriptor {
+  int fd = -1;
+  Descriptor() = default;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+// Runs `step`, a part of the multicast set-up. With one process per rank
+// every process then learns whether all got through theirs, so that all
+// throw alike (the one that failed with its own error, the others naming
+// it) and none waits in a later step for a process that gave up; a
+// collective, bounded as every other.
+template <class Step>
+void GpuWorld::State::together(const char* what, const char* who, Step&& step) {
+  std::exception_ptr failed;
+  try {
+    step();
+  } catch (...) {
+    if (!peers) throw;
+    failed = std::current_exception();
+  }
+  if (!peers) return;
+  const int mine = failed ? 1 : 0;
+  std::vector<int> all(static_cast<std::size_t>(config.ranks));
+  peers->allgather(&mine, sizeof mine, all.data());
+  if (failed) std::rethrow_exception(failed);
+  std::vector<int> bad;
+  for (int r = 0; r < config.ranks; ++r) {
+    if (all[r]) bad.push_back(r);
+  }
+  if (!bad.empty()) {
+    throw RuntimeError(std::string(who) + ": " + ranks_text(bad) + " could not " + what + " (its own error says why)");
+  }
+}
+
+// The refusals of WorldOptions::multicast, in this order, before any
+// multicast object exists: ranks that do not each have their own device
+// (a multicast object binds one chunk per device), MOONEP_FORBID_MULTICAST
+// in the environment, a device without multicast support. With one
+// process per rank every process learns every process's facts first, so
+// that all refuse alike and none waits for one that refused.
+void GpuWorld::State::refuse_multicast(const char* who) {
+  const int R = config.ranks;
+  const std::string head = std::string(who) + ": ";
+  const std::string forbidden_why = " (set where a multicast object must never be created)";
+  const std::string unsupported_why = " does not support NVLink multicast (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0)";
+  if (!peers) {
+    for (int r = 0; r < R; ++r) {
+      std::vector<int> same;
+      for (int q = 0; q < R; ++q) {
+        if (devices[q] == devices[r]) same.push_back(q);
+      }
+      if (same.size() > 1) {
+        throw RuntimeError(head + "multicast needs every rank on its own device, but " + ranks_text(same) +
+                           " are on device " + std::to_string(devices[r]) + kNoMulticastObject);
+      }
+    }
+    std::string value;
+    if (multicast_forbidden(&value)) {
+      throw RuntimeError(head + "multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=" + value +
+                         forbidden_why + kNoMulticastObject);
+    }
+    mc = std::make_unique<MulticastApi>();
+    for (int r = 0; r < R; ++r) {
+      bool supported = false;
+      try {
+        supported = multicast_supported(*mc, vmm, devices[r]);
+      } catch (const RuntimeError& e) {
+        throw RuntimeError(head + "could not check multicast support: " + e.what() + kNoMulticastObject);
+      }
+      if (!supported) {
+        throw RuntimeError(head + "device " + std::to_string(devices[r]) + " of rank " + std::to_string(r) +
+                           unsupported_why + kNoMulticastObject);
+      }
+    }
+    return;
+  }
+
+  // One process per rank: first every process's GPU (its UUID: the same
+  // ordinal may be another GPU in another process) and environment...
+  const int me = peers->rank();
+  struct Facts {
+    unsigned char uuid[16];
+    int device;     // numbered as in its process
+    int forbidden;  // MOONEP_FORBID_MULTICAST set there
+    int failed;     // its query failed (its own error says why)
+  };
+  Facts mine{};
+  mine.device = devices[me];
+  std::string value, error;
+  mine.forbidden = multicast_forbidden(&value) ? 1 : 0;
+  try {
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, devices[me]), "cudaGetDeviceProperties");
+    static_assert(sizeof prop.uuid.bytes == sizeof mine.uuid, "a CUDA UUID is 16 bytes");
+    std::memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
+  } catch (const RuntimeError& e) {
+    mine.failed = 1;
+    error = e.what();
+  }
+  std::vector<Facts> all(static_cast<std::size_t>(R));
+  peers->allgather(&mine, sizeof mine, all.data());
+  std::vector<int> failed, forbidden;
+  for (int r = 0; r < R; ++r) {
+    if (all[r].failed) failed.push_back(r);
+    if (all[r].forbidden) forbidden.push_back(r);
+  }
+  if (mine.failed) throw RuntimeError(head + "could not check multicast: " + error + kNoMulticastObject);
+  if (!failed.empty()) {
+    throw RuntimeError(head + ranks_text(failed) + " could not check multicast (its own error says why)" +
+                       kNoMulticastObject);
+  }
+  for (int r = 0; r < R; ++r) {
+    std::vector<int> same;
+    for (int q = 0; q < R; ++q) {
+      if (std::memcmp(all[q].uuid, all[r].uuid, sizeof all[r].uuid) == 0) same.push_back(q);
+    }
+    if (same.size() > 1) {
+      throw RuntimeError(head + "multicast needs every rank on its own device, but " + ranks_text(same) +
+                         " are on one GPU (" + uuid_text(all[r].uuid) + ", device " + std::to_string(all[r].device) +
+                         " in rank " + std::to_string(r) + "'s process)" + kNoMulticastObject);
+    }
+  }
+  if (!forbidden.empty()) {
+    throw RuntimeError(head + "multicast is forbidden by MOONEP_FORBID_MULTICAST in the process of " +
+                       ranks_text(forbidden) + forbidden_why + kNoMulticastObject);
+  }
+  // ... then every process's multicast support (-1: the query failed).
+  int supported = -1;
+  try {
+    mc = std::make_unique<MulticastApi>();
+    supported = multicast_supported(*mc, vmm, devices[me]) ? 1 : 0;
+  } catch (const RuntimeError& e) {
+    error = e.what();
+  }
+  std::vector<int> support(static_cast<std::size_t>(R));
+  peers->allgather(&supported, sizeof supported, support.data());
+  failed.clear();
+  for (int r = 0; r < R; ++r) {
+    if (support[r] < 0) failed.push_back(r);
+  }
+  if (supported < 0) throw RuntimeError(head + "could not check multicast support: " + error + kNoMulticastObject);
+  if (!failed.empty()) {
+    throw RuntimeError(head + ranks_text(failed) + " could not check multicast support (its own error says why)" +
+                       kNoMulticastObject);
+  }
+  for (int r = 0; r < R; ++r) {
+    if (support[r] == 0) {
+      throw RuntimeError(head + "device " + std::to_string(all[r].device) + " of rank " + std::to_string(r) +
+                         unsupported_why + kNoMulticastObject);
+    }
+  }
+}
+
+// The multicast object's size: the symmetric part rounded up to the
+// multicast granularity, the same in every process. The minimum
+// granularity, which is what cuMulticastCreate, cuMulticastBindMem and
+// cuMulticastUnbind require of sizes and offsets (typically 2 MiB, the
+// allocation granularity): every chunk is padded to this size, and the
+// recommended granularity can be hundreds of MiB.
+void GpuWorld::State::size_multicast(const char* who) {
+#if CUDA_VERSION >= 12010
+  together("query the multicast granularity", who, [&] {
+    CUmulticastObjectProp prop{};
+    prop.numDevices = static_cast<unsigned>(config.ranks);
+    prop.size = sym_bytes;
+    prop.handleTypes = peers ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+    DeviceScope on(devices[local[0]]);
+    vmm.ok(mc->granularity(&mc_gran, &prop, CU_MULTICAST_GRANULARITY_MINIMUM), "cuMulticastGetGranularity");
+    if (mc_gran == 0) throw RuntimeError("cuMulticastGetGranularity gave a granularity of 0");
+  });
+  if (peers) {
+    // (Powers of two: the largest is a multiple of every process's.)
+    const unsigned long long mine = mc_gran;
+    std::vector<unsigned long long> all(static_cast<std::size_t>(config.ranks));
+    peers->allgather(&mine, sizeof mine, all.data());
+    mc_gran = static_cast<std::size_t>(*std::max_element(all.begin(), all.end()));
+  }
+  mc_bytes = (sym_bytes + mc_gran - 1) / mc_gran * mc_gran;
+#else
+  (void)who;
+  throw RuntimeError("MoonEP was built with CUDA older than 12.1: no NVLink multicast");
+#endif
+}
+
+// The multicast object over every rank's chunk, `mc_bytes` from byte 0 of
+// each, mapped here for this process's devices (`access`). One process:
+// create it, add every device, bind every chunk. One process per rank:
+// rank 0 creates it and hands it over as a file descriptor, each process
+// adds its own device, and only when every process has (a bind or a
+// mapping would otherwise wait for the rest without bound) binds its
+// chunk. Every step is recorded in the State as it succeeds, for the
+// destructor.
+void GpuWorld::State::create_multicast(const std::vector<CUmemAccessDesc>& access, const char* who) {
+#if CUDA_VERSION >= 12010
+  CUmulticastObjectProp prop{};
+  prop.numDevices = static_cast<unsigned>(config.ranks);  // a device per rank (refuse_multicast)
+  prop.size = mc_bytes;
+  prop.handleTypes = peers ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop.flags = 0;
+  const auto cu_device = [&](int ordinal) {
+    CUdevice d = 0;
+    vmm.ok(mc->device_get(&d, ordinal), "cuDeviceGet");
+    return d;
+  };
+  const bool creator = !peers || peers->rank() == 0;
+  Descriptor shared;  // with peers: the object as a file descriptor (rank 0's export, the others' import)
+  together("create the multicast object", who, [&] {
+    if (!creator) return;
+    // refuse_multicast looked already; looked again right before the one
+    // call that must never happen where the environment forbids it.
+    std::string value;
+    if (multicast_forbidden(&value)) {
+      throw RuntimeError(std::string(who) + ": multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=" +
+                         value + kNoMulticastObject);
+    }
+    DeviceScope on(devices[local[0]]);
+    vmm.ok(mc->create(&mc_handle, &prop), "cuMulticastCreate");
+    mc_held = true;
+    if (peers) {
+      vmm.ok(vmm.export_handle(&shared.fd, mc_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             "cuMemExportToShareableHandle (the multicast object)");
+    }
+  });
+  if (peers) {
+    const int fd = peers->share_descriptor(creator ? shared.fd : -1);
+    if (!creator) shared.fd = fd;
+  }
+  together("add its device to the multicast object", who, [&] {
+    if (!creator) {
+      vmm.ok(vmm.import_handle(&mc_handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(shared.fd)),
+                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+             "cuMemImportFromShareableHandle (the multicast object)");
+      mc_held = true;
+    }
+    for (int r : local) {
+      DeviceScope on(devices[r]);
+      vmm.ok(mc->add_device(mc_handle, cu_device(devices[r])), "cuMulticastAddDevice");
+    }
+  });
+  // Every device of the world is in the object now (together() above is
+  // the barrier between the processes).
+  together("bind its chunk to the multicast object", who, [&] {
+    for (int r : local) {
+      DeviceScope on(devices[r]);
+      const CUdevice d = cu_device(devices[r]);
+      vmm.ok(mc->bind_mem(mc_handle, 0, handles[r], 0, mc_bytes, 0), "cuMulticastBindMem (a rank's chunk)");
+      mc_bound.push_back(d);
+    }
+    vmm.ok(vmm.reserve(&mc_va, mc_bytes, mc_gran, 0, 0), "cuMemAddressReserve (the multicast mapping)");
+    vmm.ok(vmm.map(mc_va, mc_bytes, 0, mc_handle, 0), "cuMemMap (the multicast object)");
+    mc_mapped = true;
+    vmm.ok(vmm.set_access(mc_va, mc_bytes, access.data(), access.size()), "cuMemSetAccess (the multicast mapping)");
+  });
+#else
+  (void)access;
+  (void)who;
+  throw RuntimeError("MoonEP was built with CUDA older than 12.1: no NVLink multicast");
+#endif
 }
 
 GpuWorld::~GpuWorld() = default;

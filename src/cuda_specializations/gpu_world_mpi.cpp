@@ -1,7 +1,7 @@
 // moonep/gpu_world_mpi.hpp: the WorldPeers of a GPU world over MPI, with
 // every collective bounded in time, and the descriptors of the ranks'
-// chunks handed over Unix sockets (SCM_RIGHTS): MPI carries bytes, not
-// file descriptors.
+// chunks (and of a multicast object) handed over Unix sockets
+// (SCM_RIGHTS): MPI carries bytes, not file descriptors.
 #include "moonep/gpu_world_mpi.hpp"
 
 #include <poll.h>
@@ -90,33 +90,14 @@ class MpiPeers final : public impl::WorldPeers {
   }
 
   std::vector<int> exchange_descriptors(int mine) override {
-    // A name for this world's sockets, from rank 0 (abstract namespace:
-    // nothing in the file system to clean up).
-    char token[64] = {};
-    if (rank_ == 0) {
-      const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-      std::snprintf(token, sizeof token, "moonep-gpuworld-%ld-%lld", static_cast<long>(::getpid()),
-                    static_cast<long long>(now));
-    }
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Ibcast(token, sizeof token, MPI_CHAR, 0, comm_, &req);
-    wait(req, "naming the world's sockets");
-    Socket listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (listener.fd < 0) fail("socket");
-    const sockaddr_un mine_addr = address(token, rank_);
-    if (::bind(listener.fd, reinterpret_cast<const sockaddr*>(&mine_addr), sizeof mine_addr) != 0) fail("bind");
-    if (::listen(listener.fd, size_) != 0) fail("listen");
-    barrier();  // everyone listens
-
+    Socket listener = listen_here();
     // Connect to every other process (queued in its backlog at once), then
     // answer everyone who connected to us with our descriptor, then read
     // theirs: no process waits on one that waits on it.
     std::vector<Socket> to(static_cast<std::size_t>(size_));
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      to[p] = Socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      const sockaddr_un a = address(token, p);
-      if (to[p].fd < 0 || ::connect(to[p].fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail("connect");
+      to[p] = connect_to(p);
     }
     for (int i = 0; i < size_ - 1; ++i) {
       poll_for(listener.fd, "another process to connect");
@@ -133,6 +114,27 @@ class MpiPeers final : public impl::WorldPeers {
     }
     barrier();  // every socket is done before any is closed
     return fds;
+  }
+
+  int share_descriptor(int mine) override {
+    // Every process connects to rank 0 only, which answers each with its
+    // descriptor; every wait is bounded as in exchange_descriptors.
+    Socket listener = listen_here();
+    int fd = mine;
+    if (rank_ == 0) {
+      for (int i = 0; i < size_ - 1; ++i) {
+        poll_for(listener.fd, "another process to connect");
+        Socket c(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (c.fd < 0) fail("accept");
+        send_descriptor(c.fd, mine);
+      }
+    } else {
+      Socket to = connect_to(0);
+      poll_for(to.fd, "rank 0's multicast object");
+      fd = receive_descriptor(to.fd);
+    }
+    barrier();  // every socket is done before any is closed
+    return fd;
   }
 
  private:
@@ -155,6 +157,36 @@ class MpiPeers final : public impl::WorldPeers {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g s", s);
     return buf;
+  }
+  // A name for this hand-over's sockets, from rank 0 (abstract namespace:
+  // nothing in the file system to clean up; a count keeps two hand-overs
+  // of one world apart), and this process's socket listening under it
+  // once every process listens.
+  Socket listen_here() {
+    char token[64] = {};
+    if (rank_ == 0) {
+      const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+      std::snprintf(token, sizeof token, "moonep-gpuworld-%ld-%lld-%d", static_cast<long>(::getpid()),
+                    static_cast<long long>(now), handovers_);
+    }
+    ++handovers_;
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Ibcast(token, sizeof token, MPI_CHAR, 0, comm_, &req);
+    wait(req, "naming the world's sockets");
+    token_ = token;
+    Socket listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (listener.fd < 0) fail("socket");
+    const sockaddr_un mine_addr = address(token_.c_str(), rank_);
+    if (::bind(listener.fd, reinterpret_cast<const sockaddr*>(&mine_addr), sizeof mine_addr) != 0) fail("bind");
+    if (::listen(listener.fd, size_) != 0) fail("listen");
+    barrier();  // everyone listens
+    return listener;
+  }
+  Socket connect_to(int p) const {
+    Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const sockaddr_un a = address(token_.c_str(), p);
+    if (s.fd < 0 || ::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail("connect");
+    return s;
   }
   [[noreturn]] void fail(const char* call) const {
     throw RuntimeError(std::string(kWho) + ": " + call + " failed while handing over the chunks: " +
@@ -216,6 +248,8 @@ class MpiPeers final : public impl::WorldPeers {
   std::vector<char> send_, recv_;  // the allgather's buffers (see allgather)
   bool broken_ = false;
   MPI_Request pending_ = MPI_REQUEST_NULL;  // a collective that timed out
+  int handovers_ = 0;   // descriptor hand-overs so far (names their sockets apart)
+  std::string token_;   // the current hand-over's socket name
 };
 
 }  // namespace

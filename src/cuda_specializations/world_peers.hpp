@@ -24,6 +24,11 @@ struct WorldPeers {
   // rank's descriptor in this process (its own: `mine`). The caller
   // closes the received ones once imported.
   virtual std::vector<int> exchange_descriptors(int mine) = 0;
+  // Hands rank 0's descriptor (its `mine`; the others pass -1) to every
+  // other process; returns it in every process (rank 0: `mine`). The
+  // caller closes a received one once imported. (The multicast object,
+  // which only rank 0 creates.)
+  virtual int share_descriptor(int mine) = 0;
   virtual void barrier() = 0;
 };
 

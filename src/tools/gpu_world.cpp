@@ -26,10 +26,12 @@ int run_gpu_world(const PlanOptions& o, const char* program) {
   if (listed.empty()) {
     for (int d = 0; d < visible; ++d) listed.push_back(d);
   }
-  return run_in_this_process(o, program, Backend::cuda, [listed](const Config& c) {
+  cuda::WorldOptions wo;
+  wo.multicast = o.multicast;
+  return run_in_this_process(o, program, Backend::cuda, [listed, wo](const Config& c) {
     std::vector<int> devices;
     for (int r = 0; r < c.ranks; ++r) devices.push_back(listed[static_cast<std::size_t>(r) % listed.size()]);
-    return std::unique_ptr<HostPlanner>(new GpuWorldHostPlanner(std::make_unique<cuda::GpuWorld>(c, devices)));
+    return std::unique_ptr<HostPlanner>(new GpuWorldHostPlanner(std::make_unique<cuda::GpuWorld>(c, devices, wo)));
   });
 }
 

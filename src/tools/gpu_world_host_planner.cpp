@@ -80,7 +80,8 @@ std::string GpuWorldHostPlanner::details() const {
   const std::string where = me >= 0 ? "gpu world of one process per rank, rank " + std::to_string(me) + " on device " + on
                                     : "gpu world on devices " + on;
   return where + ", one " + cuda::kernel_name(world_->kernel()) + " launch of " +
-         std::to_string(world_->blocks_per_rank()) + " blocks per rank, timed with the host's wait";
+         std::to_string(world_->blocks_per_rank()) + " blocks per rank" +
+         (world_->multicast() ? ", counts and counters through NVLink multicast" : "") + ", timed with the host's wait";
 }
 
 }  // namespace moonep::tools

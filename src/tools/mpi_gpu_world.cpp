@@ -77,6 +77,7 @@ int run_mpi_gpu_world(const PlanOptions& o, const char* /*program*/) {
   if (int s = mpi.run("planning", [&] {
         cuda::WorldOptions wo;
         wo.timeout_s = world_timeout(timeout);
+        wo.multicast = o.multicast;
         GpuWorldHostPlanner planner(cuda::make_mpi_gpu_world(problem.config, MPI_COMM_WORLD, device_of(o, rank), wo));
         // Counts of S on every rank are a full step; the base refuses a
         // ragged one (full steps only).

@@ -87,6 +87,10 @@ options:
   --devices LIST        with --world gpu: rank r on the (r mod n)-th GPU of
                         LIST, e.g. 0,1,2,3 or 0,0,0,0 (default: every
                         visible GPU in turn)
+  --multicast           with --world gpu: NVLink multicast for the gathered
+                        counts and counters; refused unless every rank has
+                        its own GPU with multicast support and
+                        MOONEP_FORBID_MULTICAST is unset (never run yet)
   --mpi-world KIND      with --world mpi: auto (default: shared memory when
                         every rank is on one node, else MPI RMA) | shared |
                         rma
@@ -156,6 +160,10 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
     if (arg == "--ragged") {
       o.ragged = true;
       synthetic_flag = arg;
+      continue;
+    }
+    if (arg == "--multicast") {
+      o.multicast = true;
       continue;
     }
     if (arg == "--json") {
@@ -256,6 +264,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
                      "fixes the configuration and routing");
   }
   if (!o.devices.empty() && o.world != World::gpu) throw UsageError("--devices is for --world gpu");
+  if (o.multicast && o.world != World::gpu) throw UsageError("--multicast is for --world gpu");
   if (o.world == World::gpu && o.backend && *o.backend != Backend::cuda) {
     throw UsageError(std::string("--world gpu plans with the cuda backend, not --backend ") + to_string(*o.backend));
   }

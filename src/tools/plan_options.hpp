@@ -30,6 +30,10 @@ struct PlanOptions {
   // --devices with --world gpu: rank r on devices[r mod size]; empty = every
   // visible GPU in turn.
   std::vector<int> devices;
+  // --multicast with --world gpu: WorldOptions::multicast (NVLink multicast
+  // for the gathered counts and counters; the world refuses it where it
+  // cannot or must not be used).
+  bool multicast = false;
   // --mpi-world auto|shared|rma; empty = $MOONEP_MPI_WORLD, else auto.
   std::string mpi_world;
   // --memory-limit in bytes (kNoMemoryLimit for "none"); empty = the

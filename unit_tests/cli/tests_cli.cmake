@@ -142,6 +142,12 @@ moonep_cli_test(usage_devices_without_world_gpu ARGS "--devices|0,1" EXPECT_RC 2
   EXPECT_STDERR "--devices is for --world gpu")
 moonep_cli_test(usage_bad_devices ARGS "--world|gpu|--devices|0,x" EXPECT_RC 2
   EXPECT_STDERR "--devices: expected an integer, got 'x'")
+# --multicast is an opt-in of the GPU world only (refused at once, in every
+# build: no GPU is needed to say so).
+moonep_cli_test(usage_multicast_without_world_gpu ARGS "--multicast|--steps|1" EXPECT_RC 2
+  EXPECT_STDERR "--multicast is for --world gpu")
+moonep_cli_test(usage_multicast_with_world_mpi ARGS "--world|mpi|--multicast" EXPECT_RC 2
+  EXPECT_STDERR "--multicast is for --world gpu")
 
 # ---- runtime failures writing the output: exit 1, nothing left behind
 moonep_cli_test(output_dir_missing
