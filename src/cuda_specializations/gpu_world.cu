@@ -413,8 +413,9 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   host_status.assign(static_cast<std::size_t>(R), impl::kCleanStatus);
   p.groups = 1;
   // System scope whenever ranks may be on different devices (another
-  // process's rank may be).
-  p.sys_scope = (here.size() > 1 || peers || options.system_scope) ? 1 : 0;
+  // process's rank may be), and with multicast (its reductions are
+  // system-scope, and the polls that see them must be too).
+  p.sys_scope = (here.size() > 1 || peers || options.system_scope || options.multicast) ? 1 : 0;
   p.timeout_ns = impl::timeout_ns_of(options.timeout_s, who);
   p.sym_base = chunk(0);
   p.sym_stride = static_cast<i64>(chunk_bytes / 4);
