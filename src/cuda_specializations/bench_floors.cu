@@ -39,7 +39,7 @@ void FloorLaunches::launch_barrier_floor(const std::int32_t* const* d_routing, c
   KernelParams p = *v.params;
   for (int r = 0; r < p.R; ++r) {
     if (!d_routing[r]) throw InputError(std::string(who) + ": d_routing[" + std::to_string(r) + "] is null");
-    p.topk[r] = d_routing[r];
+    p.routing[r] = d_routing[r];
   }
   unsigned* bar = reinterpret_cast<unsigned*>(words_);
   int* sink = words_ + 4;

@@ -65,7 +65,7 @@ struct Planner::State {
   DeviceBuffer sym, loc, out, status;
   impl::DeviceStatus* host_status = nullptr;  // pinned
   std::vector<DeviceRankPlan> rank_plans;
-  std::vector<const std::int32_t*> last_topk, last_tpe;
+  std::vector<const std::int32_t*> last_routing, last_tpe;
   const std::int32_t* last_counts = nullptr;  // the last plan()'s d_tokens_per_rank
 
   ~State() {
@@ -120,7 +120,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
     std::int32_t* o = s.out.words() + static_cast<i64>(r) * p.out.words;
     s.rank_plans[r] = impl::device_rank_plan(o, p.out);
   }
-  s.last_topk.assign(R, nullptr);
+  s.last_routing.assign(R, nullptr);
   s.last_tpe.assign(R, nullptr);
 }
 
@@ -153,7 +153,7 @@ void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_rou
     if (!d_routing[r]) throw InputError(std::string(who) + ": d_routing[" + std::to_string(r) + "] is null");
   }
   for (int r = 0; r < R; ++r) {
-    p.topk[r] = d_routing[r];
+    p.routing[r] = d_routing[r];
     p.tpe[r] = d_tpe ? d_tpe[r] : nullptr;
   }
 }
@@ -164,7 +164,7 @@ void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* con
   State& s = *s_;
   take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::Planner::plan");
   for (int r = 0; r < s.config.ranks; ++r) {
-    s.last_topk[r] = s.params.topk[r];
+    s.last_routing[r] = s.params.routing[r];
     s.last_tpe[r] = s.params.tpe[r];
     s.params.counts[r] = d_tokens_per_rank ? d_tokens_per_rank + r : nullptr;
   }
@@ -206,7 +206,7 @@ void Planner::check(cudaStream_t stream) {
       [&](impl::BadInput which, int rank, i64 index) {
         std::int32_t value = 0;
         const std::int32_t* src = which == impl::BadInput::tokens_per_rank ? s.last_counts + rank
-                                  : (which == impl::BadInput::tokens_per_expert ? s.last_tpe : s.last_topk).at(rank) + index;
+                                  : (which == impl::BadInput::tokens_per_expert ? s.last_tpe : s.last_routing).at(rank) + index;
         check_cuda(cudaMemcpy(&value, src, sizeof value, cudaMemcpyDeviceToHost), "reading the bad input value");
         return value;
       },

@@ -27,7 +27,7 @@ __global__ void MOONEP_KERNEL_BOUNDS barrier_floor_kernel(const __grid_constant_
   const int rank = static_cast<int>(blockIdx.x) / p.bpr, lb = static_cast<int>(blockIdx.x) % p.bpr;
   const long long n = static_cast<long long>(p.S) * p.K;
   const long long i = static_cast<long long>(lb) * kThreads + threadIdx.x;
-  const int v = i < n ? p.topk[rank][i] : 0;
+  const int v = i < n ? p.routing[rank][i] : 0;
   const int seen = __syncthreads_count(v >= 0);  // every thread's load has arrived
   if (threadIdx.x == 0) {
     const unsigned old = generation_arrive(bar, gridDim.x, blockIdx.x == 0);

@@ -813,7 +813,7 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
     throw InputError("moonep::cuda::GpuWorld::plan_rank: the routing of rank " + std::to_string(rank) + " is null");
   }
   impl::KernelParams& q = s.params[rank];
-  q.topk[0] = d_routing;
+  q.routing[0] = d_routing;
   q.tpe[0] = d_tpe;
   q.counts[0] = d_tokens;
   s.last_routing[rank] = d_routing;

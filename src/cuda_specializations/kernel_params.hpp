@@ -154,7 +154,7 @@ struct KernelParams {
   std::int64_t table_words;  // one block's global tables (the shared-tables kernel: 0)
   DeviceStatus* status;
   unsigned long long* trace;  // null, or [blocks][kTracePoints] globaltimer stamps
-  const std::int32_t* topk[kMaxGroups];
+  const std::int32_t* routing[kMaxGroups];  // per group: the rank's expert ids (s_r*K of them, room for S*K)
   const std::int32_t* tpe[kMaxGroups];
   // Per group: null (the rank holds S tokens) or a device pointer to its
   // token count s_r, read when the kernel runs (a ragged step).

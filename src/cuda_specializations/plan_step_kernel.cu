@@ -26,9 +26,9 @@
 //       buffered by step parity); arrive at the gather counter.
 //   --  while waiting: thread 0 polls the counter (acquire loads); warps
 //       1.. zero the tables and the other parity of the gathered counts.
-//   B   after the barrier, four windows between block barriers (see
+//   B   after the barrier, four phases between block barriers (B1-B4) (see
 //       plan_and_sort): step 1; step 2; step 3 with acum; steps 4-5 per
-//       destination. Warps a window leaves idle sort the block's entries by
+//       destination. Warps a phase leaves idle sort the block's entries by
 //       expert (sort_entries.cuh). Block 0 stores experts_to_copy and
 //       remote_stats.
 //   C2  step 6 over the entries in expert order; steps 7-8 per tile of
@@ -57,16 +57,16 @@ namespace moonep::cuda::impl {
 namespace {
 
 // ---- B: the plan (steps 1-5) and the sort of the block's entries ------------
-// After the barrier, in four windows between block barriers:
-//   1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
+// After the barrier, in four phases between block barriers (B1-B4):
+//   B1. warps 0..H-1 (H = kWarps / 2): step 1; warp H: the sort keys; warps
 //      H+1..: the earlier blocks' counts of each expert (bb);
-//   2. warp 0: step 2; the other warps: bb into base and the block's
+//   B2. warp 0: step 2; the other warps: bb into base and the block's
 //      entries into expert order (all of them at R >= kWarps; else those
 //      of the first half of the C1 warps, on the warps beside warp 0's
 //      scheduler);
-//   3. step 3, one warp per owner (at R < kWarps, warps R.. sort the
+//   B3. step 3, one warp per owner (at R < kWarps, warps R.. sort the
 //      rest of the block's entries meanwhile);
-//   4. steps 4-5, one warp per destination.
+//   B4. steps 4-5, one warp per destination.
 // The sort is needed only from step 6 on: beside steps 1-3 it is off the
 // critical path (before the barrier it would be on the last arriving
 // block's), and it uses warps planning leaves idle. Every barrier is the
@@ -77,7 +77,7 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   const KernelParams& p = b.p;
   const int R = p.R, E = p.E;
   constexpr int H = kWarps / 2;
-  // Window 1.
+  // B1.
   if (b.warp < H) {
     step1_totals(b, t, 32 * H);
   } else if (s.worker) {
@@ -86,13 +86,13 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   }
   __syncthreads();
   trace_point(p, 5);
-  // Window 2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
+  // B2. base[e] += bb[e]: step 6's G = base[e] + j - key[e] is then
   // the rank-wide index of the entry in slot j. The whole sort beside step
   // 3 outlasts step 3 itself when step 3 leaves warps idle (R < kWarps), so
   // it is split to end with it: the first half of the C1 warps' entries
   // here, by the warps that do not share warp 0's scheduler (warp w issues
   // on sub-partition w % 4; sorting on all of warps 1.. slows step 2), the
-  // rest in window 3.
+  // rest in B3.
   const bool sort_in_3 = R < kWarps;
   constexpr int kHalf = kWarps / 2;
   if (b.warp == 0) {
@@ -105,12 +105,12 @@ __device__ void plan_and_sort(const Block& b, const Tables& t, const Slice& s) {
   }
   __syncthreads();
   trace_point(p, 6);
-  // Window 3.
+  // B3.
   if (sort_in_3 && b.warp >= R && s.worker) sort_entries(b, t, s, b.warp - R, kWarps - R, kHalf, kWarps);
   step3_expert_split(b, t);
   __syncthreads();
   trace_point(p, 7);
-  // Window 4 (C1's per-warp counts are done with: eoff takes their place).
+  // B4 (C1's per-warp counts are done with: eoff takes their place).
   MOONEP_ROLLED
   for (int d = b.warp; d < R; d += kWarps) steps_4_5(b, t, d);
   __syncthreads();
@@ -164,14 +164,14 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
   const int nt = static_cast<int>(s.tok1 - s.tok0), ne = nt * K;
   const bool sys = p.sys_scope != 0;
   const unsigned all_blocks = static_cast<unsigned>(R) * static_cast<unsigned>(p.bpr);
-  const std::int32_t* btopk = p.topk[b.g] + i0;  // the block's first entry
+  const std::int32_t* brouting = p.routing[b.g] + i0;  // the block's first entry
   const int w0 = static_cast<int>(s.ws0 - i0), w1 = static_cast<int>(s.ws1 - i0);  // this warp's entries
   // The first batch of C1's routing loads goes out before the housekeeping.
   int ev0[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int li = w0 + 32 * u + b.lane;
-    ev0[u] = li < w1 ? btopk[li] : -1;
+    ev0[u] = li < w1 ? brouting[li] : -1;
   }
   trace_point(p, 0);
   const Tables t = carve(tables_base<kGlobal>(b), p);
@@ -181,7 +181,7 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
   }
 
   // ---- C1 ----------------------------------------------------------------------
-  count_and_rank(b, t, btopk, w0, w1, i0, ev0);
+  count_and_rank(b, t, brouting, w0, w1, i0, ev0);
   b.epoch = share_epoch(epoch_now);
   const unsigned next = b.epoch + 1u;
   trace_point(p, 2);

@@ -28,12 +28,12 @@ namespace {
 // every lane ORs its bit into it, then reads it back (OR commutes, so the
 // word is the same whatever order the atomics take), and the round's first
 // peer clears it. One atomic and one load per round instead of a ballot per
-// bit of the id, which took about twice as long. `btopk` is the block's
+// bit of the id, which took about twice as long. `brouting` is the block's
 // first entry; [w0, w1) this warp's entries, indexed from it in 32 bits (a
 // block's entries fit 2^31: 64-bit indices cost a carry and a second
 // compare at every use); ev0 the first batch of routing loads, issued by
 // the caller before its housekeeping.
-__device__ __forceinline__ void count_and_rank(const Block& b, const Tables& t, const std::int32_t* btopk, int w0,
+__device__ __forceinline__ void count_and_rank(const Block& b, const Tables& t, const std::int32_t* brouting, int w0,
                                                int w1, i64 i0, const int (&ev0)[kUnroll]) {
   const KernelParams& p = b.p;
   const int E = p.E;
@@ -56,7 +56,7 @@ __device__ __forceinline__ void count_and_rank(const Block& b, const Tables& t, 
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int li = base0 + 32 * u + b.lane;
-      ev[u] = base0 == w0 ? ev0[u] : (li < w1 ? btopk[li] : -1);
+      ev[u] = base0 == w0 ? ev0[u] : (li < w1 ? brouting[li] : -1);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {

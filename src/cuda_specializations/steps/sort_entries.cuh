@@ -72,7 +72,7 @@ __device__ void block_bases(const Block& b, const Tables& t, const Slice& s, int
 }
 
 // The entries of C1 warps [row0, row1) by the warps that call it (this
-// warp is number idx of n), in a window where most warps are idle: every
+// warp is number idx of n), in a phase where most warps are idle: every
 // entry to slot key[e] + its C1 warp's base + its rank within that warp
 // (any slot order works as long as each expert's entries are contiguous
 // and in order), into sorted (entry) and sexp (expert).

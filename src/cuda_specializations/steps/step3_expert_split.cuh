@@ -78,7 +78,7 @@ __device__ __forceinline__ void split_owner_packed(const Block& b, int h, int* s
 // and every index 7): quotas and remainders live in registers, lane l
 // holding receivers / local experts l, l+32, l+64, l+96 (only l where R
 // and epn fit 32 lanes: four slots per lane lengthen the loop, which is
-// window 3's critical path); each
+// B3's critical path (plan_step_kernel.cu)); each
 // argmax is one __reduce_max over (value << 7 | 127 - index), which picks
 // the largest value and, among equals, the lowest index.
 template <class Take, class Keep, class Copies, class Done>
@@ -97,7 +97,7 @@ __device__ void plan_expert_split(const Block& b, int* s_rem, const int* s_from,
     if (packed) {
       // One register per lane where receivers and local experts fit 32
       // lanes (the headline's R = 8, epn = 32): the loop is the critical
-      // path of window 3, and four slots per lane quadruple its selects.
+      // path of B3, and four slots per lane quadruple its selects.
       if (R <= 32 && epn <= 32) split_owner_packed<1>(b, h, s_rem, s_from, s_quota, add_cand);
       else split_owner_packed<4>(b, h, s_rem, s_from, s_quota, add_cand);
     } else {
