@@ -18,7 +18,8 @@
 //                as backends empty_launch and barrier_floor; step full or
 //                ragged) to FILE in the common perf_tests format
 //                (csv_report.hpp)
-//   --smoke      two small configurations, 20 steps, no phase trace
+//   --smoke      two small configurations (the second also as a ragged
+//                step), 20 steps, no phase trace
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
 //                and the rank-0 kernel; ragged at 32 with both kernels)
 //                and its phase trace: a quick A/B of a kernel change
@@ -123,7 +124,7 @@ class DeviceRouting {
 struct Row {
   moonep::Config cfg;
   int requested_bpr = 0;  // blocks_per_rank asked for (bpr: after lowering)
-  bool ragged = false;     // a ragged step (ragged_counts.hpp), else full
+  bool ragged = false;       // a ragged step (ragged_counts.hpp), else full
   std::int64_t entries = 0;  // the step's routed entries T
   std::string config;
   int bpr = 0;
