@@ -6,17 +6,23 @@
 // shared memory); the barrier floor is that launch with one routing load
 // per thread and one barrier over all blocks, the least a one-launch
 // planner must do (floor_kernels.cu). Every configuration is first checked
-// against the reference planner.
+// against the reference planner. The headline is also timed as a ragged
+// step of the same S (docs/spec/planning.md "Ragged steps"; the counts of
+// ragged_counts.hpp, as host_sweep's: pairs s, S - s, mean exactly S/2),
+// the counts in device memory where the kernel reads them, so the graph
+// replays the same launch: the table's and the CSV's `step` says which.
 // Usage: moonep_gpu_bench [steps] [--csv FILE] [--smoke | --headline | --gpu-world]
 //   steps        launches timed per figure (default 500)
 //   --csv FILE   also append one row per configuration at the default
 //                blocks_per_rank (backend cuda, world virtual; the floors
-//                as backends empty_launch and barrier_floor) to FILE in
-//                the common perf_tests format (csv_report.hpp)
-//   --smoke      two small configurations, 20 steps, no phase trace
+//                as backends empty_launch and barrier_floor; step full or
+//                ragged) to FILE in the common perf_tests format
+//                (csv_report.hpp)
+//   --smoke      two small configurations (the second also as a ragged
+//                step), 20 steps, no phase trace
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
-//                and global tables) and its phase trace: a quick A/B
-//                of a kernel change
+//                and global tables; ragged at 32 with both placements)
+//                and its phase trace: a quick A/B of a kernel change
 //   --gpu-world  the GpuWorld's per-rank launches (R streams, and one graph
 //                of R kernel nodes) next to the virtual-rank kernel at the
 //                headline (with --smoke: a small shape), with the
@@ -31,6 +37,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,6 +50,7 @@
 
 #include "bench_access.hpp"
 #include "csv_report.hpp"
+#include "ragged_counts.hpp"
 
 namespace {
 
@@ -116,6 +124,8 @@ class DeviceRouting {
 struct Row {
   moonep::Config cfg;
   int requested_bpr = 0;  // blocks_per_rank asked for (bpr: after lowering)
+  bool ragged = false;       // a ragged step (ragged_counts.hpp), else full
+  std::int64_t entries = 0;  // the step's routed entries T
   std::string config;
   int bpr = 0;
   moonep::cuda::Kernel asked = moonep::cuda::Kernel::automatic, kernel = moonep::cuda::Kernel::automatic;
@@ -123,10 +133,11 @@ struct Row {
   double step = 0, step_graph = 0, floor = 0, floor_graph = 0, barrier = 0, barrier_graph = 0;
 };
 
-Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int steps) {
+Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int steps, bool ragged) {
   Row row;
   row.asked = kernel;
   row.cfg = c;
+  row.ragged = ragged;
   row.config = moonep::describe(c);
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
@@ -139,10 +150,21 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   const DeviceRouting d(routing);
   const int32_t* const* topk = d.ptrs();
-  planner.plan(topk, nullptr, s);
-  row.correct = moonep::plan_difference(planner.copy_out(s), moonep::plan_reference(c, routing)).empty();
+  // A ragged step reads each rank's first s_r*K ids of the same S*K
+  // buffers and the R counts from one device array (held like a rank's
+  // routing), both when it runs: on the stream and from the graph alike.
+  const moonep::TokensPerRank tokens = ragged ? moonep::perf::ragged_counts(c) : moonep::TokensPerRank{};
+  std::unique_ptr<DeviceRouting> counts;
+  if (ragged) counts = std::make_unique<DeviceRouting>(moonep::Routing{tokens});
+  const int32_t* d_counts = ragged ? counts->ptrs()[0] : nullptr;
+  row.entries = ragged ? moonep::perf::routed_entries(c, tokens) : static_cast<std::int64_t>(c.ranks) * c.entries();
+  const moonep::HostPlan ref = ragged ? moonep::plan_reference(c, moonep::perf::cut_to_counts(c, routing, tokens),
+                                                               nullptr, &tokens)
+                                      : moonep::plan_reference(c, routing);
+  planner.plan(topk, nullptr, s, d_counts);
+  row.correct = moonep::plan_difference(planner.copy_out(s), ref).empty();
 
-  auto step = [&] { planner.plan(topk, nullptr, s); };
+  auto step = [&] { planner.plan(topk, nullptr, s, d_counts); };
   moonep::cuda::impl::FloorLaunches floors(planner);
   auto empty = [&] { floors.launch_empty(s); };
   auto barrier = [&] { floors.launch_barrier_floor(topk, s); };
@@ -173,8 +195,7 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   row.barrier_graph = median(bag);
   planner.check(s);  // no error in any timed step
   // The plan after all the timed steps is still the reference plan.
-  row.correct = row.correct &&
-                moonep::plan_difference(planner.copy_out(s), moonep::plan_reference(c, routing)).empty();
+  row.correct = row.correct && moonep::plan_difference(planner.copy_out(s), ref).empty();
   cudaStreamDestroy(s);
   return row;
 }
@@ -451,17 +472,22 @@ int main(int argc, char** argv) {
     moonep::Config c;
     int bpr;
     Kernel kernel;
+    bool ragged = false;  // the same configuration as a ragged step (ragged_counts.hpp)
   };
   const std::vector<Point> smoke_configs = {{moonep::Config{2, 16, 2, 256, 2, 8}, 4, Kernel::automatic},
-                                            {moonep::Config{4, 64, 4, 512, 4, 16}, 8, Kernel::automatic}};
+                                            {moonep::Config{4, 64, 4, 512, 4, 16}, 8, Kernel::automatic},
+                                            {moonep::Config{4, 64, 4, 512, 4, 16}, 8, Kernel::automatic, true}};
   // The planner's own choice everywhere, the headline again with global
-  // tables forced, for comparison, and a shape whose tables only fit global
-  // memory (R = 32, E = 2048).
+  // tables forced, for comparison, a shape whose tables only fit global
+  // memory (R = 32, E = 2048), and the headline also as a ragged step of
+  // the same S, with either placement.
   const std::vector<Point> full_configs = {
       {head, 32, Kernel::automatic},
       {head, 16, Kernel::automatic},
       {head, 8, Kernel::automatic},
       {head, 32, Kernel::global_tables},
+      {head, 32, Kernel::automatic, true},
+      {head, 32, Kernel::global_tables, true},
       {moonep::Config{8, 256, 8, 8192, 32, 128}, 32, Kernel::automatic},
       {moonep::Config{8, 256, 8, 8192, 32, 128}, 16, Kernel::automatic},
       {moonep::Config{8, 1024, 8, 4096, 32, 128}, 32, Kernel::automatic},
@@ -488,8 +514,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const std::vector<Point> headline_configs = {
-      {head, 32, Kernel::automatic}, {head, 16, Kernel::automatic}, {head, 32, Kernel::global_tables}};
+  const std::vector<Point> headline_configs = {{head, 32, Kernel::automatic},
+                                               {head, 16, Kernel::automatic},
+                                               {head, 32, Kernel::global_tables},
+                                               {head, 32, Kernel::automatic, true},
+                                               {head, 32, Kernel::global_tables, true}};
   std::vector<Row> rows;
   try {
     if (!smoke) {
@@ -497,7 +526,7 @@ int main(int argc, char** argv) {
       if (!headline) trace(head, 32, Kernel::global_tables);
     }
     for (const auto& c : smoke ? smoke_configs : headline ? headline_configs : full_configs) {
-      rows.push_back(bench(c.c, c.bpr, c.kernel, steps));
+      rows.push_back(bench(c.c, c.bpr, c.kernel, steps, c.ragged));
       rows.back().requested_bpr = c.bpr;
     }
   } catch (const std::exception& e) {
@@ -507,8 +536,9 @@ int main(int argc, char** argv) {
   // x_stream / x_graph: the step over the empty launch, each timed the
   // same way. goal (headline rows): <= 15 us and <= 3x the floor, per mode.
   // bar_us / barg_us: the barrier floor, on the stream and in a graph.
-  std::printf("\n%-34s %4s %-12s %7s %9s %9s %9s %9s %8s %8s %7s %7s  %s\n", "config", "bpr", "kernel", "correct",
-              "step_us", "graph_us", "floor_us", "floorg_us", "x_stream", "x_graph", "bar_us", "barg_us",
+  // step: full, or ragged (the same S, mean S/2 tokens per rank).
+  std::printf("\n%-34s %-6s %4s %-13s %7s %9s %9s %9s %9s %8s %8s %7s %7s  %s\n", "config", "step", "bpr", "kernel",
+              "correct", "step_us", "graph_us", "floor_us", "floorg_us", "x_stream", "x_graph", "bar_us", "barg_us",
               "goal (stream, graph)");
   bool all_ok = true;
   for (const auto& r : rows) {
@@ -517,9 +547,9 @@ int main(int argc, char** argv) {
     auto verdict = [](double us, double x) { return us > 0 && us <= 15.0 && x <= 3.0 ? "met" : "missed"; };
     std::string goal = "-";
     if (head) goal = std::string(verdict(r.step, xs)) + ", " + verdict(r.step_graph, xg);
-    std::printf("%-34s %4d %-12s %7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %7.2f %7.2f  %s\n", r.config.c_str(),
-                r.bpr, moonep::cuda::kernel_name(r.kernel), r.correct ? "yes" : "NO", r.step, r.step_graph, r.floor,
-                r.floor_graph, xs, xg, r.barrier, r.barrier_graph, goal.c_str());
+    std::printf("%-34s %-6s %4d %-13s %7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %7.2f %7.2f  %s\n", r.config.c_str(),
+                r.ragged ? "ragged" : "full", r.bpr, moonep::cuda::kernel_name(r.kernel), r.correct ? "yes" : "NO",
+                r.step, r.step_graph, r.floor, r.floor_graph, xs, xg, r.barrier, r.barrier_graph, goal.c_str());
     all_ok = all_ok && r.correct;
   }
   if (!csv.empty()) {
@@ -531,11 +561,13 @@ int main(int argc, char** argv) {
         // configurations use their only setting).
         if (!smoke && r.requested_bpr != moonep::cuda::Options().blocks_per_rank) continue;
         if (r.asked != Kernel::automatic) continue;
-        const double entries = static_cast<double>(r.cfg.ranks) * static_cast<double>(r.cfg.entries());
+        const double entries = static_cast<double>(r.entries);
         moonep::perf::CsvRow row;
         row.world = "virtual";
         row.config = r.cfg;
         row.imbalance = 1.0;
+        row.step = r.ragged ? "ragged" : "full";
+        row.entries = r.entries;
         row.backend = "cuda";
         row.time_per_step_us = r.step;
         row.entries_per_s = entries / (r.step * 1e-6);

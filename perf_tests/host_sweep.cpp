@@ -7,7 +7,7 @@
 // Every point is timed twice in the same run: the full step (every rank
 // holds S tokens) and a ragged step of the same S (docs/spec/planning.md
 // "Ragged steps"): s_r tokens on rank r, drawn in pairs s and S - s with s
-// uniform in 0..S (std::mt19937_64, seed 42; an odd last rank S/2), so
+// uniform in 0..S (ragged_counts.hpp, shared with moonep_gpu_bench), so
 // every s_r is uniform in 0..S and their mean is S/2. The portable planner
 // plans it with the same planner and the same routing views as the full
 // step (buffers sized for S, a view of the R counts); the reference planner
@@ -27,14 +27,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "csv_report.hpp"
-#include "moonep/error.hpp"
+#include "ragged_counts.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
@@ -64,28 +63,15 @@ double median_seconds(int steps, F&& f) {
   return t[t.size() / 2];
 }
 
-// The ragged step's counts (see the top of this file).
-moonep::TokensPerRank ragged_counts(const moonep::Config& c) {
-  std::mt19937_64 rng(42);
-  moonep::TokensPerRank tokens(static_cast<std::size_t>(c.ranks), c.tokens / 2);
-  for (int r = 0; r + 1 < c.ranks; r += 2) {
-    tokens[r] = static_cast<std::int32_t>(rng() % (static_cast<std::uint64_t>(c.tokens) + 1));
-    tokens[r + 1] = c.tokens - tokens[r];
-  }
-  return tokens;
-}
-
-// One step's times; portable < 0 when the planner refuses the step (the
-// CUDA specialization, under a Kokkos CUDA build, plans full steps only).
+// One step's times.
 struct Times {
-  double portable = -1, reference = 0, sort = 0;
+  double portable = 0, reference = 0, sort = 0;
 };
 
 using PlannerT = moonep::Planner<Exec>;
 
 Times time_step(int steps, PlannerT& planner, const std::vector<PlannerT::input_view>& views,
-                const moonep::Config& c, const moonep::Routing& routing, const moonep::TokensPerRank* tokens,
-                std::string* refused) {
+                const moonep::Config& c, const moonep::Routing& routing, const moonep::TokensPerRank* tokens) {
   Times t;
   Kokkos::View<std::int32_t*, Mem> counts("tokens_per_rank", tokens ? tokens->size() : 0);
   if (tokens) {
@@ -93,14 +79,10 @@ Times time_step(int steps, PlannerT& planner, const std::vector<PlannerT::input_
                                   tokens->data(), tokens->size()));
   }
   const PlannerT::input_view counts_in = counts;
-  try {
-    t.portable = median_seconds(steps, [&] {
-      planner.plan(views, nullptr, tokens ? &counts_in : nullptr);
-      Kokkos::fence();
-    });
-  } catch (const moonep::RuntimeError& e) {
-    *refused = e.what();
-  }
+  t.portable = median_seconds(steps, [&] {
+    planner.plan(views, nullptr, tokens ? &counts_in : nullptr);
+    Kokkos::fence();
+  });
   t.reference = median_seconds(steps, [&] { (void)moonep::plan_reference(c, routing, nullptr, tokens); });
 
   std::vector<std::pair<std::int32_t, std::int32_t>> keyed(static_cast<std::size_t>(c.entries()));
@@ -117,20 +99,16 @@ Times time_step(int steps, PlannerT& planner, const std::vector<PlannerT::input_
 void print_times(const Point& p, const char* step, double mean_tokens, double entries, const Times& t,
                  double full_portable) {
   const moonep::Config& c = p.config;
-  char portable[64] = "   refused         -      -";
-  if (t.portable >= 0) {
-    std::snprintf(portable, sizeof portable, "%10.3f %9.1f %6.2f", t.portable * 1e3, entries / t.portable / 1e6,
-                  t.portable * 1e9 / entries);
-  }
-  char ratios[32] = "    -        -";
-  if (t.portable >= 0) {
-    std::snprintf(ratios, sizeof ratios, "%5.2f", t.portable / t.sort);
-    if (full_portable > 0)
-      std::snprintf(ratios + std::strlen(ratios), sizeof ratios - std::strlen(ratios), "    %5.2f",
-                    t.portable / full_portable);
-    else
-      std::snprintf(ratios + std::strlen(ratios), sizeof ratios - std::strlen(ratios), "        -");
-  }
+  char portable[64];
+  std::snprintf(portable, sizeof portable, "%10.3f %9.1f %6.2f", t.portable * 1e3, entries / t.portable / 1e6,
+                t.portable * 1e9 / entries);
+  char ratios[32];
+  std::snprintf(ratios, sizeof ratios, "%5.2f", t.portable / t.sort);
+  if (full_portable > 0)
+    std::snprintf(ratios + std::strlen(ratios), sizeof ratios - std::strlen(ratios), "    %5.2f",
+                  t.portable / full_portable);
+  else
+    std::snprintf(ratios + std::strlen(ratios), sizeof ratios - std::strlen(ratios), "        -");
   std::printf("%4d %5d %3d %6d %3d %3d %5.1f %-6s %7.0f | %s | %10.3f %9.1f | %10.3f %9.1f | %s\n", c.ranks,
               c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, p.imbalance, step, mean_tokens, portable,
               t.reference * 1e3, entries / t.reference / 1e6, t.sort * 1e3, entries / t.sort / 1e6, ratios);
@@ -152,32 +130,23 @@ void run_point(const Point& p, int steps, const moonep::perf::CsvReport* csv) {
     views.push_back(owned.back());
   }
 
-  const moonep::TokensPerRank tokens = ragged_counts(c);
-  moonep::Routing ragged = routing;
-  std::int64_t ragged_tokens = 0;
-  for (int r = 0; r < c.ranks; ++r) {
-    ragged[r].resize(static_cast<std::size_t>(tokens[r]) * c.topk);
-    ragged_tokens += tokens[r];
-  }
+  const moonep::TokensPerRank tokens = moonep::perf::ragged_counts(c);
+  const moonep::Routing ragged = moonep::perf::cut_to_counts(c, routing, tokens);
 
-  std::string refused;
-  const Times full = time_step(steps, planner, views, c, routing, nullptr, &refused);
-  const Times part = time_step(steps, planner, views, c, ragged, &tokens, &refused);
+  const Times full = time_step(steps, planner, views, c, routing, nullptr);
+  const Times part = time_step(steps, planner, views, c, ragged, &tokens);
   const double full_entries = static_cast<double>(c.ranks) * static_cast<double>(c.entries());
-  const double part_entries = static_cast<double>(ragged_tokens) * c.topk;
+  const double part_entries = static_cast<double>(moonep::perf::routed_entries(c, tokens));
   print_times(p, "full", c.tokens, full_entries, full, -1);
-  print_times(p, "ragged", static_cast<double>(ragged_tokens) / c.ranks, part_entries, part, full.portable);
-  if (!refused.empty()) std::printf("     (portable refused: %s)\n", refused.c_str());
+  print_times(p, "ragged", part_entries / c.topk / c.ranks, part_entries, part, full.portable);
 
   if (csv) {
     // The sort is not a planner but the floor the goal is measured against;
-    // it gets a row (and a curve in the plot) of its own. A refused step
-    // has no portable row.
+    // it gets a row (and a curve in the plot) of its own.
     for (const auto& [step, t, entries] : {std::tuple<const char*, Times, double>{"full", full, full_entries},
                                            {"ragged", part, part_entries}}) {
       for (const auto& [backend, seconds] : {std::pair<const char*, double>{"portable", t.portable},
                                              {"reference", t.reference}, {"stable_sort", t.sort}}) {
-        if (seconds < 0) continue;
         moonep::perf::CsvRow row;
         row.backend = backend;
         row.world = "inprocess";

@@ -6,7 +6,8 @@
 #   bin/, lib/          build-gpu: Debian's Kokkos (Serial) + the CUDA
 #                       specialization: its tests (test_cuda_planner,
 #                       test_gpu_world), the
-#                       kernel benchmark (moonep_gpu_bench) and moonep-plan.
+#                       kernel benchmark (moonep_gpu_bench), moonep-plan and
+#                       its plan checker (moonep_check_plan_file).
 #   kokkos-cuda/bin/, kokkos-cuda/lib/
 #                       build-gpu-kokkos: upstream Kokkos 4.6.01 with the CUDA
 #                       backend (from ../shared/kokkos, see its README) + the
@@ -64,7 +65,7 @@ collect() {
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
-targets=(test_cuda_planner test_gpu_world moonep_gpu_bench moonep-plan)
+targets=(test_cuda_planner test_gpu_world moonep_gpu_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 

@@ -2,7 +2,8 @@
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
 # CUDA unit tests (virtual ranks and the GPU world; under mpirun one process
-# per rank: test_gpu_world_mpi, moonep-plan --world gpu), compute-sanitizer
+# per rank: test_gpu_world_mpi, moonep-plan --world gpu, full and ragged
+# steps, plan files checked against the reference), compute-sanitizer
 # (memcheck, racecheck, synccheck) on the small [sanitize] tests of each
 # (they plant bad input), the kernel benchmark (BENCH=--headline: only the
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
@@ -81,13 +82,14 @@ if [ -x "$HERE/mpi/bin/test_gpu_world_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" 
 fi
 # moonep-plan --world gpu under mpirun (one process per rank): the plan
 # rank 0 writes must be the reference's (the plan checker), for the CLI
-# tests' problem files at 4 processes and a synthetic step at 2; the
-# summary must name the world.
+# tests' problem files at 4 processes (good_ragged: a ragged step, each
+# process staging its rank's count), a synthetic step and a ragged
+# synthetic step (--ragged) at 2; the summary must name the world.
 if [ -x "$HERE/mpi/bin/moonep-plan" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
   # (step runs programs under timeout: the mpirun line is one bash -c.)
   MPI_PLAN="source '$HERE/openmpi/mpi_env.sh' && LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun"
   CHECK_PLAN=(env "LD_LIBRARY_PATH=$HERE/mpi/lib:$LD_LIBRARY_PATH" "$HERE/mpi/bin/moonep_check_plan_file")
-  for p in good good_tpe; do
+  for p in good good_tpe good_ragged; do
     rm -f "$LOGS/plan_gpu_mpi_$p.json"
     step "plan_gpu_mpi_$p" 120 bash -c "$MPI_PLAN -np 4 '$HERE/mpi/bin/moonep-plan' --world gpu \
       --input '$HERE/mpi/problems/$p.json' --output '$LOGS/plan_gpu_mpi_$p.json'"
@@ -101,6 +103,14 @@ if [ -x "$HERE/mpi/bin/moonep-plan" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
     SUMMARY+=("$(printf '%-22s %-14s' plan_gpu_mpi-summary 'FAIL(not the gpu world)')")
   step plan_gpu_mpi_synthetic_check 60 "${CHECK_PLAN[@]}" "$LOGS/plan_gpu_mpi_synthetic_problem.json" \
     "$LOGS/plan_gpu_mpi_synthetic.json"
+  rm -f "$LOGS/plan_gpu_mpi_ragged.json" "$LOGS/plan_gpu_mpi_ragged_problem.json"
+  step plan_gpu_mpi_ragged 120 bash -c "$MPI_PLAN -np 2 '$HERE/mpi/bin/moonep-plan' --world gpu --ranks 2 \
+    --experts 32 --tokens 4096 --ragged --seed 7 --steps 20 \
+    --save-problem '$LOGS/plan_gpu_mpi_ragged_problem.json' --output '$LOGS/plan_gpu_mpi_ragged.json'"
+  grep -q "a ragged step of T = " "$LOGS/plan_gpu_mpi_ragged.log" ||
+    SUMMARY+=("$(printf '%-22s %-14s' plan_gpu_mpi_ragged-summary 'FAIL(not a ragged step)')")
+  step plan_gpu_mpi_ragged_check 60 "${CHECK_PLAN[@]}" "$LOGS/plan_gpu_mpi_ragged_problem.json" \
+    "$LOGS/plan_gpu_mpi_ragged.json"
 fi
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
@@ -113,6 +123,20 @@ if [ -x "$HERE/bin/moonep-plan" ]; then
   step plan_world_gpu 60 "$HERE/bin/moonep-plan" --world gpu --devices 0,0,0,0,0,0,0,0 --steps 20
   grep -q "gpu world on devices 0,0,0,0,0,0,0,0" "$LOGS/plan_world_gpu.log" && grep -q -- "-> 1.00" "$LOGS/plan_world_gpu.log" ||
     SUMMARY+=("$(printf '%-22s %-14s' plan_world_gpu-summary 'FAIL(not the gpu world or unbalanced)')")
+  # A ragged synthetic step (--ragged: s_r uniform in 0..S from the seed) on
+  # the cuda backend and over the GPU world: the summary a ragged step's on
+  # the cuda backend, the plan file the reference's for those counts.
+  for w in inprocess gpu; do
+    n=plan_ragged_$w
+    where=(--backend cuda)
+    [ "$w" = gpu ] && where=(--world gpu --devices 0,0,0,0,0,0,0,0)
+    rm -f "$LOGS/$n.json" "$LOGS/${n}_problem.json"
+    step "$n" 60 "$HERE/bin/moonep-plan" --ragged --seed 7 "${where[@]}" --steps 20 \
+      --save-problem "$LOGS/${n}_problem.json" --output "$LOGS/$n.json"
+    grep -q "a ragged step of T = " "$LOGS/$n.log" && grep -q "backend cuda" "$LOGS/$n.log" ||
+      SUMMARY+=("$(printf '%-22s %-14s' "$n-summary" 'FAIL(not a ragged step on cuda)')")
+    step "${n}_check" 60 "$HERE/bin/moonep_check_plan_file" "$LOGS/${n}_problem.json" "$LOGS/$n.json"
+  done
 fi
 fi
 

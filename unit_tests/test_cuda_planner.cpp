@@ -1,6 +1,9 @@
 // The CUDA planner against the reference planner, bit for bit (dup
 // structures as sets): a randomized sweep over R, E, S, K, B, tp and every
-// routing shape; repeated runs; reuse across steps; bad input on the device.
+// routing shape; repeated runs; reuse across steps; bad input on the device;
+// ragged steps (docs/spec/planning.md "Ragged steps": counts in device
+// memory, read by the kernel), and one captured CUDA graph replayed over
+// new counts and routing.
 // Tests tagged [sanitize] are small and are the ones gpu_checks.sh runs under
 // compute-sanitizer.
 #include <cuda_runtime_api.h>
@@ -8,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -57,6 +61,29 @@ void require_matches_reference(const Config& c, const Routing& routing, int bpr,
               << planner.blocks_per_rank());
     REQUIRE(planner.kernel() != Kernel::automatic);
     const moonep::HostPlan gpu = plan_on_gpu(planner, dr);
+    REQUIRE(moonep::plan_difference(gpu, ref) == "");
+  }
+}
+
+// A ragged step (rank r holds the first tokens[r] tokens of `full`): the
+// routing buffers hold S*K ids, those past s_r*K no expert (padded_to_full:
+// a kernel reading one fails the step), and the counts are in device
+// memory. Required identical to the reference for the counts, with both
+// kernels as in require_matches_reference.
+void require_ragged_matches_reference(const Config& c, const Routing& full, const moonep::TokensPerRank& tokens,
+                                      int bpr, const std::string& what) {
+  const Routing cut = cut_to_tokens(c, full, tokens);
+  const moonep::HostPlan ref = moonep::plan_reference(c, cut, nullptr, &tokens);
+  DeviceRouting dr(c, padded_to_full(c, cut));
+  const DeviceCounts counts(c, tokens);
+  for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
+    moonep::cuda::Planner planner = planner_with(c, kernel, bpr);
+    INFO(what << " " << moonep::describe(c) << " tokens_per_rank " << ::Catch::Detail::stringify(tokens)
+              << " kernel " << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
+              << planner.blocks_per_rank());
+    planner.plan(dr.topk(), nullptr, nullptr, counts.data());
+    const moonep::HostPlan gpu = planner.copy_out(nullptr);
+    REQUIRE(gpu.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
     REQUIRE(moonep::plan_difference(gpu, ref) == "");
   }
 }
@@ -190,6 +217,122 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
   REQUIRE(moonep::plan_difference(plan_on_gpu(planner, da), first) == "");
 }
 
+TEST_CASE("cuda planner plans small ragged steps like the reference", "[cuda][ragged][sanitize]") {
+  struct Case { Config c; Shape shape; int bpr; moonep::TokensPerRank tokens; };
+  const std::vector<Case> cases = {
+      {Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4, {16, 0}},
+      {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2, {0, 33, 7}},
+      {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1, {20, 0, 3, 5}},
+      {Config{4, 16, 2, 9, 2, 4}, Shape::uniform, 3, {0, 0, 0, 0}},
+      {Config{1, 4, 2, 7, 2, 2}, Shape::uniform, 2, {4}},
+  };
+  for (const auto& k : cases) {
+    require_ragged_matches_reference(k.c, make_routing(k.c, k.shape, 7), k.tokens, k.bpr, name(k.shape));
+  }
+}
+
+TEST_CASE("cuda planner matches the reference on a randomized sweep of ragged steps", "[cuda][ragged]") {
+  std::mt19937_64 rng(20261205);
+  moonep::impl::SplitMix64 counts_rng{20261205};
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  const int tps[] = {1, 2, 3, 8, 16, 64, 128};
+  const Shape shapes[] = {Shape::uniform, Shape::skew, Shape::heavy, Shape::one_expert,
+                          Shape::same_expert_k_times, Shape::repeats, Shape::owner_zero};
+  int done = 0, empty_ranks = 0, full_ranks = 0;
+  for (int trial = 0; trial < 300 && done < 150; ++trial) {
+    const int R = pick(1, 16);
+    const int epn = std::max(1, (1 << pick(0, 7)) * pick(1, 3) / 2);
+    if (R * epn > 1024) continue;
+    const int K = pick(0, 3) == 0 ? pick(1, 32) : pick(1, 8);
+    const int S = std::max(1, (1 << pick(0, 14)) - pick(0, 3));
+    if (static_cast<int64_t>(R) * S * K > (1 << 20)) continue;
+    const Config c{R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]};
+    const Shape shape = shapes[pick(0, 6)];
+    const int bpr = pick(0, 2) == 0 ? pick(1, 8) : 32;
+    // Every other step has both extremes; the others cycle through
+    // ragged_tokens' shapes (random with zeros and S, one rank full, one
+    // empty, all empty, none or one token, all full).
+    const moonep::TokensPerRank tokens = done % 2 ? ragged_tokens_with_extremes(c, rng())
+                                                  : ragged_tokens(c, done / 2, counts_rng);
+    require_ragged_matches_reference(c, make_routing(c, shape, rng()), tokens, bpr, name(shape));
+    for (const auto s : tokens) {
+      empty_ranks += s == 0;
+      full_ranks += s == S;
+    }
+    ++done;
+  }
+  REQUIRE(done >= 120);
+  CHECK(empty_ranks > 100);
+  CHECK(full_ranks > 100);
+}
+
+TEST_CASE("cuda planner: a count outside 0..S is an InputError and the planner stays usable",
+          "[cuda][ragged][sanitize]") {
+  const Config c = Config{3, 12, 4, 40, 2, 4};
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
+  INFO("kernel " << moonep::cuda::kernel_name(kernel));
+  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
+  REQUIRE(planner.kernel() == kernel);
+  const Routing full = make_routing(c, Shape::skew, 3);
+  const moonep::TokensPerRank good = {40, 0, 17};
+  const Routing cut = cut_to_tokens(c, full, good);
+  DeviceRouting dr(c, padded_to_full(c, cut));
+  DeviceCounts counts(c.ranks);
+  counts.write({40, -1, 17});
+  planner.plan(dr.topk(), nullptr, nullptr, counts.data());
+  REQUIRE_THROWS_WITH(planner.check(nullptr), "tokens_per_rank[1] = -1 is outside 0..tokens = 0..40");
+  counts.write({40, 0, 41});
+  planner.plan(dr.topk(), nullptr, nullptr, counts.data());
+  REQUIRE_THROWS_WITH(planner.check(nullptr), "tokens_per_rank[2] = 41 is outside 0..tokens = 0..40");
+  // Repaired: the next step is a correct plan, and a full one after it.
+  counts.write(good);
+  planner.plan(dr.topk(), nullptr, nullptr, counts.data());
+  REQUIRE(moonep::plan_difference(planner.copy_out(nullptr), moonep::plan_reference(c, cut, nullptr, &good)) == "");
+  dr.write(full);
+  REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(c, full)) == "");
+}
+
+// The point of reading the counts on the device: planner.plan() captured
+// once into a CUDA graph on a non-default stream replays steps of any
+// counts. Between replays only the contents of the same device buffers
+// change (counts and routing); each replay's plan is the reference's for
+// its counts.
+TEST_CASE("cuda planner: one captured CUDA graph replays steps of any counts", "[cuda][ragged]") {
+  const Config c{8, 256, 8, 4096, 32, 128};
+  const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
+  moonep::cuda::Planner planner = planner_with(c, kernel);
+  INFO("kernel " << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank " << planner.blocks_per_rank());
+  const moonep::TokensPerRank all(8, c.tokens), none(8, 0);
+  moonep::impl::SplitMix64 rng{77};
+  const std::vector<moonep::TokensPerRank> steps = {
+      all, none, {4096, 0, 4096, 0, 1, 4095, 2048, 0}, ragged_tokens_with_extremes(c, 5),
+      ragged_tokens(c, 0, rng), all, ragged_tokens(c, 4, rng), none, ragged_tokens_with_extremes(c, 6)};
+  DeviceRouting live(c, make_routing(c, Shape::skew, 1));
+  DeviceCounts counts(c, all);
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  planner.plan(live.topk(), nullptr, stream, counts.data());
+  cuda_ok(cudaStreamEndCapture(stream, &graph));
+  cuda_ok(cudaGraphInstantiate(&exec, graph, 0));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const moonep::TokensPerRank& tokens = steps[i];
+    INFO("replay " << i << ": tokens_per_rank " << ::Catch::Detail::stringify(tokens));
+    const Routing cut = cut_to_tokens(c, make_routing(c, i % 2 ? Shape::heavy : Shape::skew, 100 + i), tokens);
+    live.write(padded_to_full(c, cut));
+    counts.write(tokens);
+    cuda_ok(cudaGraphLaunch(exec, stream));
+    const moonep::HostPlan got = planner.copy_out(stream);
+    REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
+    REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the plan alone", "[cuda][sanitize]") {
   const Config c = Config{4, 32, 4, 300, 4, 8};
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
@@ -270,7 +413,24 @@ TEST_CASE("cuda backend through the registry", "[cuda]") {
   planner->load(routing);
   planner->step();
   REQUIRE(moonep::plan_difference(planner->result(), moonep::plan_reference(c, routing)) == "");
+  // A ragged step: each rank's s_r*K ids and the counts staged for the
+  // kernel; the result carries the counts and dst cut to s_r*K.
+  const moonep::TokensPerRank tokens = ragged_tokens_with_extremes(c, 3);
+  const Routing cut = cut_to_tokens(c, routing, tokens);
+  planner->load(cut, nullptr, &tokens);
+  planner->step();
+  const moonep::HostPlan ragged = planner->result();
+  REQUIRE(ragged.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
+  REQUIRE(moonep::plan_difference(ragged, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
+  // A bad count is refused on the host, nothing staged; the next step plans.
+  moonep::TokensPerRank bad_count = tokens;
+  bad_count[1] = c.tokens + 1;
+  REQUIRE_THROWS_WITH(planner->load(cut, nullptr, &bad_count), "tokens_per_rank[1] = 257 is outside 0..tokens = 0..256");
+  planner->load(routing);
+  planner->step();
+  REQUIRE(moonep::plan_difference(planner->result(), moonep::plan_reference(c, routing)) == "");
 }
+
 
 // No test asks for NVLink multicast (the planners offer none): the
 // project's rule is that tests, benchmarks and scripts never request it.

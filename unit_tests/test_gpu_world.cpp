@@ -2,15 +2,18 @@
 // against the reference planner, bit for bit: R ranks on one device
 // ({0, 0, ...}: each rank its own allocation, stream and launch), with GPU
 // and system scope; reuse, repeated runs, a CUDA graph of R kernel nodes
-// replayed over new routing; bad input on one rank; a rank that never
-// launches (the others give up within the bound, the next step plans);
-// the refusals of NVLink multicast (never created here: see below).
+// replayed over new routing; ragged steps (each rank's count read by its
+// kernel) and one graph replayed over new counts; bad input on one rank; a
+// rank that never launches (the others give up within the bound, the next
+// step plans); the refusals of NVLink multicast (never created here: see
+// below).
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -152,6 +155,95 @@ TEST_CASE("gpu world: the headline shape, reuse, repeats and one CUDA graph of R
     cuda_ok(cudaGraphLaunch(exec, origin));
     cuda_ok(cudaStreamSynchronize(origin));
     REQUIRE(moonep::plan_difference(world.copy_out(), replay % 2 ? ref_b : ref_a) == "");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(origin);
+}
+
+// Ragged steps (docs/spec/planning.md "Ragged steps") through
+// GpuWorld::plan: rank r's kernel reads its count through its own pointer
+// (DeviceCounts::per_rank), its routing buffer holds S*K ids, those past
+// s_r*K no expert (padded_to_full: reading one fails the step).
+TEST_CASE("gpu world plans ragged steps like the reference", "[gpu_world][ragged][sanitize]") {
+  struct Case { Config c; Shape shape; int bpr; moonep::TokensPerRank tokens; };
+  const std::vector<Case> cases = {
+      {Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4, {16, 0}},
+      {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2, {0, 33, 7}},
+      {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1, {20, 0, 3, 5}},
+      {Config{4, 16, 2, 9, 2, 4}, Shape::uniform, 3, {0, 0, 0, 0}},
+  };
+  for (const auto& k : cases) {
+    const Routing cut = cut_to_tokens(k.c, make_routing(k.c, k.shape, 7), k.tokens);
+    const moonep::HostPlan ref = moonep::plan_reference(k.c, cut, nullptr, &k.tokens);
+    DeviceRouting dr(k.c, padded_to_full(k.c, cut));
+    const DeviceCounts counts(k.c, k.tokens);
+    for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
+      GpuWorld world(k.c, test_devices(k.c.ranks), options_with(kernel, false, k.bpr));
+      INFO(name(k.shape) << " " << moonep::describe(k.c) << " tokens_per_rank " << ::Catch::Detail::stringify(k.tokens)
+                         << " kernel " << moonep::cuda::kernel_name(world.kernel()));
+      world.plan(dr.topk(), nullptr, nullptr, counts.per_rank());
+      const moonep::HostPlan got = world.copy_out();
+      REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(k.tokens));
+      REQUIRE(moonep::plan_difference(got, ref) == "");
+    }
+  }
+}
+
+TEST_CASE("gpu world: a count outside 0..S on one rank fails the step for all, and the world stays usable",
+          "[gpu_world][ragged][sanitize]") {
+  const Config c{4, 16, 4, 40, 2, 4};
+  const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
+  GpuWorld world(c, test_devices(c.ranks), options_with(kernel, true, 4));
+  REQUIRE(world.kernel() == kernel);
+  const moonep::TokensPerRank good = {40, 0, 17, 3};
+  const Routing cut = cut_to_tokens(c, make_routing(c, Shape::skew, 3), good);
+  DeviceRouting dr(c, padded_to_full(c, cut));
+  DeviceCounts counts(c, {40, 0, 41, 3});
+  world.plan(dr.topk(), nullptr, nullptr, counts.per_rank());
+  REQUIRE_THROWS_WITH(world.check(), "tokens_per_rank[2] = 41 is outside 0..tokens = 0..40");
+  counts.write({-1, 0, 17, 3});
+  world.plan(dr.topk(), nullptr, nullptr, counts.per_rank());
+  REQUIRE_THROWS_WITH(world.check(), "tokens_per_rank[0] = -1 is outside 0..tokens = 0..40");
+  counts.write(good);
+  world.plan(dr.topk(), nullptr, nullptr, counts.per_rank());
+  REQUIRE(moonep::plan_difference(world.copy_out(), moonep::plan_reference(c, cut, nullptr, &good)) == "");
+}
+
+// world.plan() captured once into one graph of R kernel nodes on a
+// non-default stream replays steps of any counts: between replays only
+// the contents of the same routing and count buffers change.
+TEST_CASE("gpu world: one captured CUDA graph replays steps of any counts", "[gpu_world][ragged]") {
+  const Config c{8, 256, 8, 4096, 32, 128};
+  const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
+  GpuWorld world(c, test_devices(c.ranks), options_with(kernel, false, 16));
+  INFO("kernel " << moonep::cuda::kernel_name(world.kernel()) << " at blocks_per_rank " << world.blocks_per_rank());
+  const moonep::TokensPerRank all(8, c.tokens), none(8, 0);
+  moonep::impl::SplitMix64 rng{78};
+  const std::vector<moonep::TokensPerRank> steps = {
+      all, none, {4096, 0, 4096, 0, 1, 4095, 2048, 0}, ragged_tokens_with_extremes(c, 5),
+      ragged_tokens(c, 0, rng), all, ragged_tokens(c, 1, rng), none, ragged_tokens_with_extremes(c, 6)};
+  DeviceRouting live(c, make_routing(c, Shape::skew, 1));
+  DeviceCounts counts(c, all);
+  cudaStream_t origin = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cuda_ok(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
+  world.plan(live.topk(), nullptr, origin, counts.per_rank());
+  cuda_ok(cudaStreamEndCapture(origin, &graph));
+  cuda_ok(cudaGraphInstantiate(&exec, graph, 0));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const moonep::TokensPerRank& tokens = steps[i];
+    INFO("replay " << i << ": tokens_per_rank " << ::Catch::Detail::stringify(tokens));
+    const Routing cut = cut_to_tokens(c, make_routing(c, i % 2 ? Shape::heavy : Shape::skew, 200 + i), tokens);
+    live.write(padded_to_full(c, cut));
+    counts.write(tokens);
+    cuda_ok(cudaGraphLaunch(exec, origin));
+    cuda_ok(cudaStreamSynchronize(origin));
+    const moonep::HostPlan got = world.copy_out();
+    REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
+    REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -2,7 +2,8 @@
 // under mpirun: process r plans rank r on GPU r mod (visible GPUs), all on
 // one GPU where there is one (each process its own context). Every process
 // checks the whole plan against the reference (it maps every rank's
-// chunk); bad input on one rank fails the step on every process; a process
+// chunk), for full steps and a ragged one (each process its rank's count
+// on its device); bad input on one rank fails the step on every process; a process
 // that does not launch its part is named by every process within the
 // bound, and the next step plans; multicast with every process on one GPU
 // is refused by every process (no multicast object is ever created here).
@@ -11,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,25 @@ TEST_CASE("mpi gpu world: one process per rank plans like the reference, step af
   // Only this process's rank is launched here.
   REQUIRE_THROWS_AS(world->plan_rank((me + 1) % R == me ? R : (me + 1) % R, mine.ptrs()[me], nullptr, nullptr),
                     moonep::InputError);
+}
+
+// A ragged step (docs/spec/planning.md "Ragged steps"): each process writes
+// its rank's count into a word on its own device, which its kernel reads;
+// every process holds the whole plan, the reference's for the counts.
+TEST_CASE("mpi gpu world: a ragged step plans like the reference", "[gpu_world][mpi][ragged]") {
+  const int R = mpi_size(), me = mpi_rank();
+  const Config c{R, 8 * R, 4, 256, 4, 8};
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
+  const moonep::TokensPerRank tokens = moonep::test::ragged_tokens_with_extremes(c, 11);
+  const Routing cut = moonep::test::cut_to_tokens(c, moonep::synthetic_routing(c, 1.0, 9), tokens);
+  MyRouting mine(c, moonep::test::padded_to_full(c, cut));
+  moonep::test::DeviceCounts count(c, tokens);  // on my device (MyRouting made it current)
+  std::vector<const int32_t*> counts(static_cast<std::size_t>(R), nullptr);
+  counts[me] = count.data() + me;
+  world->plan(mine.ptrs(), nullptr, nullptr, counts.data());
+  const moonep::HostPlan got = world->copy_out();
+  REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
+  REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
 }
 
 TEST_CASE("mpi gpu world: bad input on one rank fails the step on every process", "[gpu_world][mpi]") {

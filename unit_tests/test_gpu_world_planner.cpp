@@ -2,7 +2,8 @@
 // against the reference planner, bit for bit: every rank its own launch
 // over a moonep::cuda::GpuWorld on the execution space's GPU, the plan views
 // aliasing the world's outputs. Routing written on exec's stream just
-// before plan(), unfenced (plan() must fork from that stream); reuse; bad
+// before plan(), unfenced (plan() must fork from that stream); reuse; ragged
+// steps (the counts on the device, RankPlanView::entries from them); bad
 // input (host facts and what only the kernel sees) with a good step after
 // it; worlds the planner must refuse (another configuration, another
 // device). Only in a build against a Kokkos with CUDA; skipped without a GPU.
@@ -16,6 +17,7 @@
 #include "moonep/gpu_world.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/reference.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_portable_support.hpp"
 
 namespace moonep::test::gpu_world_planner {
@@ -49,13 +51,34 @@ std::vector<View> written_on(const Kokkos::Cuda& exec, const std::vector<std::ve
 // The planner's plan views in host memory.
 HostPlan plan_of(const P& planner) { return to_host(planner); }
 
+// One step; a ragged one (tokens given) with each rank's s_r*K ids padded
+// to S*K (routing_for), the counts written on exec's stream too.
 HostPlan plan_step(P& planner, const Kokkos::Cuda& exec, const Routing& routing,
                    const TokensPerExpert* tpe = nullptr, const TokensPerRank* tokens = nullptr) {
-  const std::vector<View> r = written_on(exec, routing);
+  const std::vector<View> r = written_on(exec, routing_for<P>(planner.config(), routing, tokens));
   const std::vector<View> t = tpe ? written_on(exec, *tpe) : std::vector<View>{};
   const std::vector<View> n = tokens ? written_on(exec, {*tokens}) : std::vector<View>{};
   planner.plan(r, tpe ? &t : nullptr, tokens ? &n[0] : nullptr);
-  return plan_of(planner);
+  HostPlan out = plan_of(planner);
+  if (tokens) out.tokens_per_rank = *tokens;
+  return out;
+}
+
+// RankPlanView::entries of every rank after the last step, on the host.
+std::vector<std::int32_t> entries_of(const P& planner) {
+  std::vector<std::int32_t> out;
+  for (const auto& rank : planner.last_plan().ranks) {
+    std::int32_t n = -1;
+    Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&n, 1), rank.entries);
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::int32_t> times_topk(const Config& c, const TokensPerRank& tokens) {
+  std::vector<std::int32_t> out;
+  for (const std::int32_t s : tokens) out.push_back(s * c.topk);
+  return out;
 }
 
 }  // namespace moonep::test::gpu_world_planner
@@ -88,6 +111,16 @@ TEST_CASE("planner over a GPU world matches the reference on a randomized sweep"
     REQUIRE(plan_difference(plan_reference(c, a), plan_step(planner, exec, a, with_tpe ? &tpe : nullptr)) == "");
     // The same planner, the next step.
     REQUIRE(plan_difference(plan_reference(c, b), plan_step(planner, exec, b)) == "");
+    REQUIRE(entries_of(planner) == times_topk(c, TokensPerRank(static_cast<std::size_t>(R), c.tokens)));
+    // And a ragged one (docs/spec/planning.md "Ragged steps"): rank r holds
+    // the first s_r tokens of b, the counts with zeros and S among them.
+    const TokensPerRank tokens = ragged_tokens(c, trial, rng);
+    const Routing cut = cut_to_tokens(c, b, tokens);
+    const TokensPerExpert cut_tpe = count_tokens_per_expert(c, cut);
+    INFO("ragged step, tokens_per_rank " << ::Catch::Detail::stringify(tokens));
+    REQUIRE(plan_difference(plan_reference(c, cut, nullptr, &tokens),
+                            plan_step(planner, exec, cut, with_tpe ? &cut_tpe : nullptr, &tokens)) == "");
+    REQUIRE(entries_of(planner) == times_topk(c, tokens));
   }
 }
 
@@ -147,13 +180,28 @@ TEST_CASE("planner over a GPU world rejects bad input clearly and plans the next
     plan_step(planner, exec, good, nullptr, &t);
   }, InputError(""), "tokens_per_rank[2] = 21 is outside 0..tokens = 0..20");
   expect([&] {
-    const TokensPerRank t = {20, 0, 3, 5};
+    const TokensPerRank t = {20, -1, 3, 5};
+    plan_step(planner, exec, cut_to_tokens(c, good, {20, 0, 3, 5}), nullptr, &t);
+  }, InputError(""), "tokens_per_rank[1] = -1 is outside 0..tokens = 0..20");
+  expect([&] {
+    const TokensPerRank t = {20, 0, 3};
     plan_step(planner, exec, good, nullptr, &t);
-  }, RuntimeError(""), "Planner<Kokkos::Cuda, moonep::OnGpuWorld> does not plan ragged steps yet; use "
-                        "Planner<Kokkos::Cuda, moonep::PortablePhases> over an InProcessWorld");
-  // Counts of S on every rank are a full step.
+  }, InputError(""), "tokens_per_rank has 3 counts, expected ranks = 4");
+  expect([&] {
+    const TokensPerRank t = {20, 0, 3, 5};
+    const std::vector<View> short_routing = written_on(exec, cut_to_tokens(c, good, t));
+    const std::vector<View> n = written_on(exec, {t});
+    planner.plan(short_routing, nullptr, &n[0]);
+  }, InputError(""), "routing[1] has 0 entries, expected tokens*topk = 20*3 = 60");
+  // A ragged step plans (the counts read by the kernels alone); counts of S
+  // on every rank are a full step.
+  const TokensPerRank t = {20, 0, 3, 5};
+  const Routing cut = cut_to_tokens(c, good, t);
+  CHECK(plan_difference(plan_reference(c, cut, nullptr, &t), plan_step(planner, exec, cut, nullptr, &t)) == "");
+  CHECK(entries_of(planner) == times_topk(c, t));
   const TokensPerRank all(4, 20);
   CHECK(plan_difference(plan_reference(c, good), plan_step(planner, exec, good, &good_tpe, &all)) == "");
+  CHECK(entries_of(planner) == times_topk(c, all));
 }
 
 TEST_CASE("planner over a GPU world refuses a world it cannot plan", "[gpu_world][kokkos]") {

@@ -141,11 +141,13 @@ TEMPLATE_LIST_TEST_CASE("bad configurations are rejected by the constructor", "[
 }
 
 // Ragged steps (docs/spec/planning.md "Ragged steps"): a count outside 0..S,
-// a routing view shorter than s_r*K, a counts view of the wrong length and
+// a routing view shorter than s_r*K (S*K for the CUDA specialization, whose
+// kernel alone reads the counts), a counts view of the wrong length and
 // tokens_per_expert that does not match the s_r*K ids are rejected like any
-// bad input, naming field and rank, before the shared buffer is touched.
+// bad input, naming field and rank (the portable phases before the shared
+// buffer is touched; the CUDA specialization by its kernel's check).
 TEMPLATE_LIST_TEST_CASE("bad ragged input is rejected before the shared buffer is touched", "[portable][ragged]",
-                        PortableVariants) {
+                        PlannerVariants) {
   using P = TestType;
   const Config c = base();
   const Routing full = make_routing(c, Shape::uniform, 1);
@@ -160,13 +162,20 @@ TEMPLATE_LIST_TEST_CASE("bad ragged input is rejected before the shared buffer i
     expect_rejected<P>([&](P& p) {
       const TokensPerRank t = {20, -1, 3, 5};
       plan_with(p, cut_to_tokens(c, full, {20, 0, 3, 5}), nullptr, &t);
-    }, "tokens_per_rank[1] = -1 is outside");
+    }, "tokens_per_rank[1] = -1 is outside 0..tokens = 0..20");
   }
-  SECTION("a routing view shorter than s_r*K on rank 3") {
+  SECTION("a routing view too short on rank 3") {
+    const TokensPerRank t = {20, 0, 3, 5};
+    // Views of s_r*K ids for the portable phases, of S*K for the CUDA
+    // specialization (its kernel alone reads the counts); rank 3's 3 short.
+    Routing r = P::uses_cuda_specialization ? full : cut_to_tokens(c, full, t);
+    r[3].resize(r[3].size() - 3);
     expect_rejected<P>([&](P& p) {
-      const TokensPerRank t = {20, 0, 3, 5};
-      plan_with(p, cut_to_tokens(c, full, {20, 0, 3, 4}), nullptr, &t);
-    }, "routing[3] has 12 entries, expected tokens_per_rank[3]*topk = 5*3 = 15");
+      const auto views = to_views<typename P::memory_space>(r);
+      const auto counts = to_views<typename P::memory_space>({t});
+      p.plan(views, nullptr, &counts[0]);
+    }, P::uses_cuda_specialization ? "routing[3] has 57 entries, expected tokens*topk = 20*3 = 60"
+                                   : "routing[3] has 12 entries, expected tokens_per_rank[3]*topk = 5*3 = 15");
   }
   SECTION("a counts view of the wrong length") {
     expect_rejected<P>([&](P& p) {
@@ -180,7 +189,7 @@ TEMPLATE_LIST_TEST_CASE("bad ragged input is rejected before the shared buffer i
       Routing r = cut_to_tokens(c, full, t);
       r[0][5] = c.experts;
       plan_with(p, r, nullptr, &t);
-    }, "routing[0][5]");
+    }, "routing[0][5] = 16 is not an expert id in [0, 16)");
   }
   SECTION("tokens_per_expert counting more than the s_r*K ids") {
     expect_rejected<P>([&](P& p) {
@@ -190,17 +199,3 @@ TEMPLATE_LIST_TEST_CASE("bad ragged input is rejected before the shared buffer i
     }, "tokens_per_expert[1]");
   }
 }
-
-#if MOONEP_HAVE_CUDA_SPECIALIZATION
-TEST_CASE("the CUDA specialization refuses a ragged step and plans a full one given as counts", "[cuda][ragged]") {
-  using P = Planner<Kokkos::Cuda, CudaSpecialization>;
-  const Config c = base();
-  InProcessWorld<P::memory_space> world(c.ranks);
-  P planner(c, world);
-  const Routing full = make_routing(c, Shape::skewed, 3);
-  const TokensPerRank ragged = {20, 0, 3, 5};
-  CHECK_THROWS_AS(plan_with(planner, cut_to_tokens(c, full, ragged), nullptr, &ragged), RuntimeError);
-  const TokensPerRank all(4, 20);
-  CHECK(plan_difference(plan_reference(c, full), plan_with(planner, full, nullptr, &all)) == "");
-}
-#endif

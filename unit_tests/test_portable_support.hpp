@@ -10,6 +10,7 @@
 #include "moonep/planner.hpp"
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
+#include "support/ragged_steps.hpp"
 #include "test_exec_spaces.hpp"
 
 namespace moonep::test {
@@ -85,13 +86,24 @@ HostPlan to_host(const P& planner) {
   return out;
 }
 
+// The routing a planner of type P is handed for a ragged step (tokens
+// given) of `routing` (each rank's s_r*K ids): as it is, except for the
+// CUDA specialization, whose kernel alone reads the counts and which
+// therefore takes views of S*K ids, padded with ids that are no expert
+// (padded_to_full): a kernel reading past s_r*K fails the step.
+template <class P>
+Routing routing_for(const Config& c, const Routing& routing, const TokensPerRank* tokens) {
+  return tokens && P::uses_cuda_specialization ? padded_to_full(c, routing) : routing;
+}
+
 // Plans with an existing planner. A ragged step (tokens given) hands the
-// counts in a view of R values, and routing views of exactly s_r*K ids.
+// counts in a view of R values, and routing views of exactly s_r*K ids
+// (S*K for the CUDA specialization: routing_for).
 template <class P>
 HostPlan plan_with(P& planner, const Routing& routing, const TokensPerExpert* tpe = nullptr,
                    const TokensPerRank* tokens = nullptr) {
   using Mem = typename P::memory_space;
-  const auto views = to_views<Mem>(routing);
+  const auto views = to_views<Mem>(routing_for<P>(planner.config(), routing, tokens));
   const auto tv = tpe ? to_views<Mem>(*tpe) : decltype(views){};
   const auto counts = tokens ? to_views<Mem>({*tokens}) : decltype(views){};
   planner.plan(views, tpe ? &tv : nullptr, tokens ? &counts[0] : nullptr);

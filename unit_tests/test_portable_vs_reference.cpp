@@ -87,13 +87,13 @@ TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a few la
   }
 }
 
-// Ragged steps (docs/spec/planning.md "Ragged steps") on the portable phases
-// of every execution space: the same plans as the reference, whose
-// hand-computed ragged cases are in test_reference_ragged.cpp, and every
-// invariant with CAP_r. (The CUDA specialization refuses ragged steps; see
-// test_portable_bad_input.cpp.)
-TEMPLATE_LIST_TEST_CASE("the portable phases match the reference on randomized ragged steps", "[portable][ragged]",
-                        PortableVariants) {
+// Ragged steps (docs/spec/planning.md "Ragged steps") on every planner
+// variant: the same plans as the reference, whose hand-computed ragged
+// cases are in test_reference_ragged.cpp, and every invariant with CAP_r.
+// The CUDA specialization gets S*K ids per rank, those past s_r*K no
+// expert (routing_for): reading one would fail the step.
+TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on randomized ragged steps", "[portable][ragged]",
+                        PlannerVariants) {
   INFO(variant_name<TestType>());
   Rng rng{0x2A66ED};
   int empty_ranks = 0, full_ranks = 0, remainders = 0;
@@ -122,10 +122,11 @@ TEMPLATE_LIST_TEST_CASE("the portable phases match the reference on randomized r
 }
 
 TEMPLATE_LIST_TEST_CASE("ragged steps at sizes where the kernels cut ranks into several blocks", "[portable][ragged]",
-                        PortableVariants) {
+                        PlannerVariants) {
   INFO(variant_name<TestType>());
   // S*K = 131072 entries per rank: several host blocks (2048+) and many
-  // device blocks (<= 1024), so the cut falls inside, at and past blocks.
+  // device blocks (<= 1024; the CUDA kernel's 32 blocks per rank), so the
+  // cut falls inside, at and past blocks.
   const Config c = Config{4, 64, 8, 16384, 4, 16};
   const TokensPerRank tokens = {16384, 0, 256, 9999};
   const Routing routing = cut_to_tokens(c, make_routing(c, Shape::skewed, 8), tokens);

@@ -118,7 +118,7 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
 
   # Problem files: the plan rank 0 writes is plan_reference's.
   foreach(_world shared rma)
-    foreach(_p good good_tpe)
+    foreach(_p good good_tpe good_ragged)
       moonep_mpi_cli_test(plan_${_p}_${_world} 4 ${_world}
         ARGS "--input|${_problems}/${_p}.json|--output|${_work}/plan_${_p}_${_world}/plan.json"
         EXPECT_RC 0 OUTPUT ${_work}/plan_${_p}_${_world}/plan.json OUTPUT_MODE created
@@ -159,7 +159,7 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
   # a GPU world, every rank on GPU rank mod (visible GPUs); the plan rank 0
   # writes is plan_reference's, and the summary names the world.
   if(MoonEP_HAVE_CUDA)
-    foreach(_p good good_tpe)
+    foreach(_p good good_tpe good_ragged)
       moonep_mpi_cli_test(gpu_plan_${_p} 4 gpu
         ARGS "--input|${_problems}/${_p}.json|--output|${_work}/gpu_plan_${_p}/plan.json"
         EXPECT_RC 0 OUTPUT ${_work}/gpu_plan_${_p}/plan.json OUTPUT_MODE created
@@ -170,11 +170,14 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
       ARGS "--ranks|2|--experts|32|--topk|4|--tokens|256|--copy-slots|2|--token-padding|8|--imbalance|2|--steps|3|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
       EXPECT_RC 0 EXPECT_STDOUT "max/mean |slowest of 2 MPI ranks, gpu world" OUTPUT ${_d}/plan.json
       OUTPUT_MODE created CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
-    # A ragged step: the GPU world plans full steps only (exit 1, one line).
+    # A ragged synthetic step (--ragged): each process stages its rank's
+    # count for its kernel; the plan is the reference's for those counts.
+    set(_d ${_work}/gpu_ragged)
     moonep_mpi_cli_test(gpu_ragged 2 gpu
-      ARGS "--ranks|2|--experts|8|--topk|2|--tokens|32|--ragged|--steps|1|--output|${_work}/gpu_ragged/plan.json"
-      EXPECT_RC 1 EXPECT_STDERR "the cuda backend does not plan ragged steps yet; use --backend portable"
-      OUTPUT ${_work}/gpu_ragged/plan.json OUTPUT_MODE absent)
+      ARGS "--ranks|2|--experts|8|--topk|2|--tokens|32|--ragged|--seed|4|--steps|2|--save-problem|${_d}/problem.json|--output|${_d}/plan.json"
+      EXPECT_RC 0 EXPECT_STDOUT "ragged synthetic step|a ragged step of T = |slowest of 2 MPI ranks, gpu world"
+      OUTPUT ${_d}/plan.json OUTPUT_MODE created
+      CHECK "$<TARGET_FILE:${_checker}>|${_d}/problem.json|${_d}/plan.json")
     # Bad input and the wrong process count: refused by every process alike
     # while reading the problem, before any GPU is touched (so these two
     # run without a GPU too).

@@ -29,18 +29,17 @@ class HostPlanner {
  public:
   virtual ~HostPlanner() = default;
   virtual Backend backend() const = 0;
-  // Validates (InputError on bad input, state unchanged) and stages the input
-  // of a full step (every rank holds S tokens).
-  virtual void load(const Routing& routing, const TokensPerExpert* tokens_per_expert = nullptr) = 0;
-  // The same for a step that may be ragged (docs/spec/planning.md "Ragged
+  // Validates (InputError on bad input, state unchanged) and stages the
+  // input of a step that may be ragged (docs/spec/planning.md "Ragged
   // steps"): tokens_per_rank holds R counts s_r (null: every rank S) and
-  // routing[r] s_r*K ids. The reference and portable backends plan ragged
-  // steps; this default, which the cuda backend keeps, validates the input
-  // (InputError) and then refuses a ragged step with RuntimeError ("the cuda
-  // backend does not plan ragged steps yet; use --backend portable"), state
-  // unchanged; counts of S everywhere are a full step and go to load above.
+  // routing[r] s_r*K ids. Every backend plans ragged steps; the plan
+  // (result()) then carries the counts and each dst its s_r*K entries.
   virtual void load(const Routing& routing, const TokensPerExpert* tokens_per_expert,
-                    const TokensPerRank* tokens_per_rank);
+                    const TokensPerRank* tokens_per_rank) = 0;
+  // The same for a full step (every rank holds S tokens).
+  void load(const Routing& routing, const TokensPerExpert* tokens_per_expert = nullptr) {
+    load(routing, tokens_per_expert, nullptr);
+  }
   // Plans the staged input: the part worth timing.
   virtual void step() = 0;
   // The plan of the last step, copied to host memory.

@@ -67,10 +67,11 @@ using Plan = impl::Plan<MemorySpace>;
 //              on any rank: InputError on every rank, the planner usable.
 //              tokens_per_rank (a view of R counts by world rank, read on
 //              the device) makes the step ragged (docs/spec/planning.md
-//              "Ragged steps"): routing[i] holds at least s_r*K ids, and
-//              plan.ranks[i].entries says how much of dst the step wrote.
-//              The portable phases plan it; the CUDA specialization throws
-//              RuntimeError for a ragged step (counts of S are a full one).
+//              "Ragged steps"): routing[i] holds at least s_r*K ids (the
+//              CUDA specialization, which never reads the counts on the
+//              host, takes views of exactly S*K), and plan.ranks[i].entries
+//              (on the device) says how much of dst the step wrote. Every
+//              path plans it; a count outside 0..S is an InputError.
 //   config(), world(), last_plan(), path_name(), uses_cuda_specialization
 // (with OnGpuWorld, world_type is cuda::GpuWorld and local_ranks() is on
 // the planner: every rank of the world).

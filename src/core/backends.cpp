@@ -18,7 +18,7 @@ class ReferenceHostPlanner final : public HostPlanner {
  public:
   explicit ReferenceHostPlanner(const Config& c) : config_(c) { validate(c); }
   Backend backend() const override { return Backend::reference; }
-  void load(const Routing& routing, const TokensPerExpert* tpe) override { load(routing, tpe, nullptr); }
+  using HostPlanner::load;
   void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
     validate_problem(config_, routing, tpe, tokens);
     routing_ = routing;
@@ -39,48 +39,6 @@ class ReferenceHostPlanner final : public HostPlanner {
   std::optional<TokensPerRank> tokens_;
   bool has_tpe_ = false;
   HostPlan plan_;
-};
-
-}  // namespace
-
-// A HostPlanner of a backend that plans only full steps: refuses any counts
-// (it has no configuration to tell a full step given as counts from a
-// ragged one; FullStepsOnly below does).
-void HostPlanner::load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens_per_rank) {
-  if (tokens_per_rank) {
-    throw RuntimeError(std::string("the ") + to_string(backend()) +
-                       " backend does not plan ragged steps yet; use --backend portable");
-  }
-  load(routing, tpe);
-}
-
-namespace {
-
-// The cuda backend's HostPlanner (src/cuda_specializations, whose kernels
-// read S*K entries per rank) behind the registry: a ragged step is
-// validated like any other (InputError first), then refused with
-// RuntimeError, the staged input unchanged; counts of S on every rank are a
-// full step and planned.
-class FullStepsOnly final : public HostPlanner {
- public:
-  FullStepsOnly(const Config& c, std::unique_ptr<HostPlanner> inner) : config_(c), inner_(std::move(inner)) {}
-  Backend backend() const override { return inner_->backend(); }
-  void load(const Routing& routing, const TokensPerExpert* tpe) override { inner_->load(routing, tpe); }
-  void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
-    validate_problem(config_, routing, tpe, tokens);
-    if (is_ragged(config_, tokens)) {
-      throw RuntimeError(std::string("the ") + to_string(backend()) +
-                         " backend does not plan ragged steps yet; use --backend portable");
-    }
-    inner_->load(routing, tpe);
-  }
-  void step() override { inner_->step(); }
-  HostPlan result() const override { return inner_->result(); }
-  std::string details() const override { return inner_->details(); }
-
- private:
-  Config config_;
-  std::unique_ptr<HostPlanner> inner_;
 };
 
 }  // namespace
@@ -128,7 +86,7 @@ std::unique_ptr<HostPlanner> make_host_planner(Backend b, const Config& c) {
   switch (b) {
     case Backend::reference: return std::make_unique<ReferenceHostPlanner>(c);
     case Backend::portable: return impl::make_portable_host_planner(c);
-    case Backend::cuda: return std::make_unique<FullStepsOnly>(c, impl::make_cuda_host_planner(c));
+    case Backend::cuda: return impl::make_cuda_host_planner(c);
   }
   throw RuntimeError("unknown backend");
 }

@@ -43,7 +43,7 @@ class PortableHostPlanner final : public HostPlanner {
   Backend backend() const override { return Backend::portable; }
   std::string details() const override { return std::string("Kokkos ") + Exec::name(); }
 
-  void load(const Routing& routing, const TokensPerExpert* tpe) override { load(routing, tpe, nullptr); }
+  using HostPlanner::load;
   void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override {
     validate_problem(config_, routing, tpe, tokens);  // throws before anything changes
     for (int r = 0; r < config_.ranks; ++r) {

@@ -30,13 +30,20 @@ class OnDevice {
   int saved_ = 0;
 };
 
+// Copies n values to `to` in device memory (nothing for an empty rank of a
+// ragged step); cudaMemcpy, so the copy is done when the step launches.
+void stage(std::int32_t* to, const std::int32_t* from, std::size_t n, const char* what) {
+  if (n > 0) check_cuda(cudaMemcpy(to, from, n * 4, cudaMemcpyHostToDevice), what);
+}
+
 }  // namespace
 
 GpuWorldHostPlanner::GpuWorldHostPlanner(std::unique_ptr<cuda::GpuWorld> world)
     : config_(world->config()),
       world_(std::move(world)),
       routing_(static_cast<std::size_t>(config_.ranks), nullptr),
-      tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+      tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
+      tokens_(static_cast<std::size_t>(config_.ranks), nullptr) {
   for (int r = 0; r < config_.ranks; ++r) {
     if (world_->device(r) < 0) continue;  // another process's rank
     local_.push_back(r);
@@ -45,31 +52,31 @@ GpuWorldHostPlanner::GpuWorldHostPlanner(std::unique_ptr<cuda::GpuWorld> world)
                "allocating a rank's routing");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&tpe_[r]), static_cast<std::size_t>(config_.experts) * 4),
                "allocating a rank's tokens_per_expert");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&tokens_[r]), 4), "allocating a rank's token count");
   }
 }
 
 GpuWorldHostPlanner::~GpuWorldHostPlanner() {
   for (auto* p : routing_) cudaFree(p);
   for (auto* p : tpe_) cudaFree(p);
+  for (auto* p : tokens_) cudaFree(p);
 }
 
-void GpuWorldHostPlanner::load(const Routing& routing, const TokensPerExpert* tpe) {
-  validate_problem(config_, routing, tpe);
+void GpuWorldHostPlanner::load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) {
+  validate_problem(config_, routing, tpe, tokens);  // throws before anything changes
   for (int r : local_) {
-    check_cuda(cudaMemcpy(routing_[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice),
-               "staging the routing");
-    if (tpe) {
-      check_cuda(cudaMemcpy(tpe_[r], (*tpe)[r].data(), (*tpe)[r].size() * 4, cudaMemcpyHostToDevice),
-                 "staging tokens_per_expert");
-    }
+    stage(routing_[r], routing[r].data(), routing[r].size(), "staging the routing");
+    if (tpe) stage(tpe_[r], (*tpe)[r].data(), (*tpe)[r].size(), "staging tokens_per_expert");
+    if (tokens) stage(tokens_[r], &(*tokens)[r], 1, "staging a rank's token count");
   }
   has_tpe_ = tpe != nullptr;
+  has_tokens_ = tokens != nullptr;
 }
 
 void GpuWorldHostPlanner::step() {
   // The origin stream: the legacy default stream of this process's first
   // rank's device (GpuWorld::plan makes that device current to fork).
-  world_->plan(routing_.data(), has_tpe_ ? tpe_.data() : nullptr, nullptr);
+  world_->plan(routing_.data(), has_tpe_ ? tpe_.data() : nullptr, nullptr, has_tokens_ ? tokens_.data() : nullptr);
   world_->check();
 }
 

@@ -4,7 +4,9 @@
 // tokens_per_expert) staged into its own device's memory from the whole
 // problem, which every process holds; a step is one launch per such rank
 // and the world's check (collective under MPI: every process steps
-// together). Full steps only: the base's load refuses a ragged one.
+// together). A ragged step (docs/spec/planning.md "Ragged steps") stages
+// each such rank's s_r*K ids into its S*K buffer and its count s_r into a
+// word on its device, which its kernel reads.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +28,8 @@ class GpuWorldHostPlanner final : public HostPlanner {
   GpuWorldHostPlanner& operator=(const GpuWorldHostPlanner&) = delete;
 
   Backend backend() const override { return Backend::cuda; }
-  using HostPlanner::load;  // the ragged overload: the base refuses counts (full steps only)
-  void load(const Routing& routing, const TokensPerExpert* tpe) override;
+  using HostPlanner::load;
+  void load(const Routing& routing, const TokensPerExpert* tpe, const TokensPerRank* tokens) override;
   void step() override;
   // Every rank's plan (under MPI too: each process maps every chunk);
   // collective under MPI.
@@ -41,7 +43,8 @@ class GpuWorldHostPlanner final : public HostPlanner {
   std::unique_ptr<cuda::GpuWorld> world_;
   std::vector<int> local_;                     // this process's ranks
   std::vector<std::int32_t*> routing_, tpe_;  // by rank; null for another process's
-  bool has_tpe_ = false;
+  std::vector<std::int32_t*> tokens_;         // by rank: its count s_r; null for another process's
+  bool has_tpe_ = false, has_tokens_ = false;
 };
 
 }  // namespace moonep::tools

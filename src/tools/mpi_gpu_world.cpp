@@ -79,11 +79,8 @@ int run_mpi_gpu_world(const PlanOptions& o, const char* /*program*/) {
         wo.timeout_s = world_timeout(timeout);
         wo.multicast = o.multicast;
         GpuWorldHostPlanner planner(cuda::make_mpi_gpu_world(problem.config, MPI_COMM_WORLD, device_of(o, rank), wo));
-        // Counts of S on every rank are a full step; the base refuses a
-        // ragged one (full steps only).
-        const TokensPerRank* tokens = problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr;
         planner.load(problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
-                     is_ragged(problem.config, tokens) ? tokens : nullptr);
+                     problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr);
         for (int i = 0; i < o.steps; ++i) {
           mpi.barrier("planning");
           const auto t0 = std::chrono::steady_clock::now();

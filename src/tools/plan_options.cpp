@@ -121,8 +121,7 @@ synthetic options (defaults in brackets):
   --seed N [1]
   --save-problem PATH      also write the synthetic problem file
   --ragged                 a ragged step: each rank holds s_r tokens, drawn
-                           uniformly from 0..S (reproducible by --seed);
-                           plan it with --backend portable or reference
+                           uniformly from 0..S (reproducible by --seed)
 
 The summary goes to standard output, or to standard error when the plan
 does. Kokkos options (--kokkos-...) are passed on to Kokkos.

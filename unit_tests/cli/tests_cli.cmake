@@ -160,7 +160,9 @@ moonep_cli_test(output_is_directory
   OUTPUT ${_cli_work}/output_is_directory OUTPUT_MODE absent)
 
 # ---- planning problem files end to end: the plan file is plan_reference's
-foreach(_p good good_tpe)
+# (good_ragged: a ragged step with an empty and a full rank, planned by the
+# default backend: portable here, cuda on a machine with a GPU)
+foreach(_p good good_tpe good_ragged)
   moonep_cli_test(plan_${_p}
     ARGS "--input|${_cli_dir}/problems/${_p}.json|--output|${_cli_work}/plan_${_p}/plan.json"
     EXPECT_RC 0 OUTPUT ${_cli_work}/plan_${_p}/plan.json OUTPUT_MODE created

@@ -1,5 +1,7 @@
-// Test support for the CUDA tests (test_cuda_planner, test_gpu_world):
-// routing in device memory and the routing shapes of the sweeps.
+// Test support for the CUDA tests (test_cuda_planner, test_gpu_world,
+// test_gpu_world_mpi): routing and token counts in device memory, and the
+// routing shapes of the sweeps. Ragged steps' counts and routings come from
+// ragged_steps.hpp.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,6 +15,7 @@
 #include "catch2_compat.hpp"
 #include "moonep/config.hpp"
 #include "moonep/synthetic.hpp"
+#include "support/ragged_steps.hpp"
 
 namespace moonep::test {
 
@@ -49,9 +52,45 @@ class DeviceRouting {
   void set(int rank, int64_t index, int32_t value) {
     cuda_ok(cudaMemcpy(topk_[rank] + index, &value, 4, cudaMemcpyHostToDevice));
   }
+  // Rewrites every rank's routing in place (each row no longer than the
+  // one it was made with), finished on return: a captured graph's next
+  // replay reads it.
+  void write(const Routing& routing) {
+    for (std::size_t r = 0; r < topk_.size(); ++r) {
+      if (!routing[r].empty()) cuda_ok(cudaMemcpy(topk_[r], routing[r].data(), routing[r].size() * 4, cudaMemcpyHostToDevice));
+    }
+    cuda_ok(cudaDeviceSynchronize());
+  }
 
  private:
   std::vector<int32_t*> topk_, tpe_;
+};
+
+// A ragged step's R token counts s_r in device memory (the current
+// device's), rewritten in place so that a captured graph replays new
+// counts: data() for cuda::Planner::plan, per_rank() (rank r's count at
+// data() + r) for GpuWorld::plan.
+class DeviceCounts {
+ public:
+  explicit DeviceCounts(int ranks) {
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&d_), static_cast<std::size_t>(ranks) * 4));
+    for (int r = 0; r < ranks; ++r) per_rank_.push_back(d_ + r);
+  }
+  DeviceCounts(const Config& c, const moonep::TokensPerRank& tokens) : DeviceCounts(c.ranks) { write(tokens); }
+  ~DeviceCounts() { cudaFree(d_); }
+  DeviceCounts(const DeviceCounts&) = delete;
+  DeviceCounts& operator=(const DeviceCounts&) = delete;
+  // Finished on return (the next launch on any stream reads these counts).
+  void write(const moonep::TokensPerRank& tokens) {
+    cuda_ok(cudaMemcpy(d_, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice));
+    cuda_ok(cudaDeviceSynchronize());
+  }
+  const int32_t* data() const { return d_; }
+  const int32_t* const* per_rank() const { return per_rank_.data(); }
+
+ private:
+  int32_t* d_ = nullptr;
+  std::vector<const int32_t*> per_rank_;
 };
 
 // Routing shapes of the sweep.

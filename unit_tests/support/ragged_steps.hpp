@@ -21,6 +21,16 @@ inline Routing cut_to_tokens(const Config& c, Routing routing, const TokensPerRa
   return routing;
 }
 
+// routing with every rank's row padded to S*K ids with `experts`, which is
+// no expert id: the buffers of a planner whose kernel reads each rank's
+// first s_r*K ids of S*K (the CUDA kernels, which alone read the counts),
+// so that reading one past them fails the step as bad input.
+inline Routing padded_to_full(const Config& c, Routing routing) {
+  for (auto& row : routing)
+    if (static_cast<std::int64_t>(row.size()) < c.entries()) row.resize(static_cast<std::size_t>(c.entries()), c.experts);
+  return routing;
+}
+
 // Token counts for trial `trial`, cycling through the shapes: random counts
 // in 0..S with some zeros and some full ranks; every rank empty but one
 // full; one rank empty, the others full; all empty; random counts of one
@@ -43,6 +53,19 @@ inline TokensPerRank ragged_tokens(const Config& c, int trial, impl::SplitMix64&
       default: t[r] = S; break;
     }
   }
+  return t;
+}
+
+// Counts of a ragged step from `seed` that hold both extremes (with two
+// ranks or more): rank seed mod R holds no token, the next rank all S, the
+// others uniform in 0..S.
+inline TokensPerRank ragged_tokens_with_extremes(const Config& c, std::uint64_t seed) {
+  impl::SplitMix64 rng{seed};
+  const int R = c.ranks, empty = static_cast<int>(seed % static_cast<std::uint64_t>(R));
+  TokensPerRank t(static_cast<std::size_t>(R));
+  for (int r = 0; r < R; ++r) t[r] = rng.below(c.tokens + 1);
+  t[empty] = 0;
+  if (R > 1) t[(empty + 1) % R] = c.tokens;
   return t;
 }
 

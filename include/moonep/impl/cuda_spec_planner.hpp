@@ -15,8 +15,12 @@
 //    world.allocate() is never called and the world's buffer stays empty.
 //  * Host facts (rank arrays, lengths) are checked before the launch in the
 //    portable planner's words (moonep/impl/input_shapes.hpp); what only the
-//    kernel sees (expert ids, counts) comes back from cuda::Planner::check()
-//    as InputError. Either way the planner stays usable.
+//    kernel sees (expert ids, token counts, tokens_per_expert) comes back
+//    from cuda::Planner::check() as InputError. Either way the planner
+//    stays usable.
+//  * A ragged step's counts stay on the device: the kernel reads them when
+//    it runs and RankPlanView::entries is written from them on exec's
+//    stream (DeviceStepEntries); plan() reads no count on the host.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,7 +33,6 @@
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
 #include "moonep/impl/device_plan_views.hpp"
-#include "moonep/impl/full_step_input.hpp"
 #include "moonep/impl/input_shapes.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
@@ -57,9 +60,13 @@ class CudaSpecPlanner {
         exec_(exec),
         planner_(on_device(exec, config_)),
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
-        tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+        tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
+        entries_(config_) {
     plan_.config = config_;
-    for (int r = 0; r < config_.ranks; ++r) plan_.ranks.push_back(device_plan_views(config_, r, planner_.rank_plan(r)));
+    for (int r = 0; r < config_.ranks; ++r) {
+      plan_.ranks.push_back(device_plan_views(config_, r, planner_.rank_plan(r)));
+      plan_.ranks.back().entries = entries_.of(r);
+    }
     region_ = std::string("moonep::cuda::") + cuda::kernel_name(planner_.kernel());
   }
 
@@ -73,25 +80,28 @@ class CudaSpecPlanner {
   const cuda::Planner& cuda_planner() const { return planner_; }
 
   // As PortablePlanner::plan: routing[i] belongs to world().local_ranks()[i]
-  // (here: rank i). Returns once the plan is in the plan views. The CUDA
-  // kernel plans full steps only: tokens_per_rank, when given, is read back
-  // and checked (InputError for a bad count), and a ragged step is refused
-  // with RuntimeError (the portable phases plan it); counts of S everywhere
-  // are a full step.
+  // (here: rank i). Returns once the plan is in the plan views.
+  // tokens_per_rank (R counts, in CudaSpace) makes the step ragged; the
+  // kernel reads them when it runs, so every routing view holds S*K ids
+  // (of which rank r's first s_r*K are read) and a count outside 0..S is
+  // an InputError from the kernel's check, named as the portable phases
+  // name it.
   const plan_type& plan(const std::vector<input_view>& routing,
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::plan");
-    check_full_step_input(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank,
-                          "Planner<Kokkos::Cuda> (CUDA specialization)",
-                          "Planner<Kokkos::Cuda, moonep::PortablePhases>");
+    const std::string why =
+        full_length_input_error(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank);
+    if (!why.empty()) throw InputError(why);
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
     }
+    const std::int32_t* counts = tokens_per_rank ? tokens_per_rank->data() : nullptr;
     compat::ProfilingRegion kernel(region_);
     const cudaStream_t stream = exec_.cuda_stream();
-    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream);
+    entries_.write(exec_, counts);
+    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream, counts);
     planner_.check(stream);  // waits; InputError from the kernel's checks
     return plan_;
   }
@@ -125,6 +135,7 @@ class CudaSpecPlanner {
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
   std::vector<const std::int32_t*> routing_, tpe_;
+  DeviceStepEntries entries_;
   std::string region_;
   plan_type plan_;
 };

@@ -1,7 +1,8 @@
 // moonep/impl/device_plan_views.hpp — a rank's plan views (RankPlanView)
 // over the CUDA specialization's output buffers (cuda::DeviceRankPlan), for
 // both planners that plan with its kernel (moonep/impl/cuda_spec_planner.hpp,
-// moonep/impl/gpu_world_spec_planner.hpp): unmanaged views, nothing copied.
+// moonep/impl/gpu_world_spec_planner.hpp): unmanaged views, nothing copied;
+// and RankPlanView::entries of a step, kept on the device.
 #pragma once
 
 #include <cstddef>
@@ -24,5 +25,46 @@ inline RankPlanView<Kokkos::CudaSpace> device_plan_views(const Config& c, int r,
   };
   return RankPlanView<Kokkos::CudaSpace>::over(c, r, [&](std::size_t i) { return by_field[i]; });
 }
+
+// Every rank's N_r = s_r*K of the last step (RankPlanView::entries: how
+// much of dst it wrote), as the portable phases keep it (PlanStore::entries),
+// but written from the counts by a kernel on the step's stream: the host
+// never reads a count, so plan() stays free of host syncs before the
+// launch. A count outside 0..S is clamped (the planning kernel reports it
+// and check() throws; the step's plan is void either way).
+class DeviceStepEntries {
+ public:
+  using count_view = RankPlanView<Kokkos::CudaSpace>::count;
+
+  DeviceStepEntries() = default;
+  explicit DeviceStepEntries(const Config& c)
+      : fill_{Kokkos::View<std::int32_t*, Kokkos::CudaSpace>("moonep::cuda::entries", static_cast<std::size_t>(c.ranks)),
+              nullptr, c.tokens, c.topk} {}
+
+  // Rank r's entry, for its RankPlanView.
+  count_view of(int r) const { return count_view(fill_.entries.data() + r, 1); }
+
+  // Enqueues entries[r] = counts[r]*K for every rank (S*K each with
+  // counts null) on exec, after what exec's stream holds.
+  void write(const Kokkos::Cuda& exec, const std::int32_t* counts) {
+    fill_.counts = counts;
+    Kokkos::parallel_for("moonep::cuda::entries",
+                         Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, static_cast<int>(fill_.entries.extent(0))), fill_);
+  }
+
+  struct Fill {
+    Kokkos::View<std::int32_t*, Kokkos::CudaSpace> entries;
+    const std::int32_t* counts;  // R counts in device memory, or null
+    std::int32_t S, K;
+    KOKKOS_INLINE_FUNCTION void operator()(const int r) const {
+      std::int32_t s = counts ? counts[r] : S;
+      s = s < 0 ? 0 : s > S ? S : s;
+      entries(r) = s * K;
+    }
+  };
+
+ private:
+  Fill fill_{};
+};
 
 }  // namespace moonep::impl

@@ -14,9 +14,14 @@
 //  * The plan views are unmanaged views of GpuWorld::rank_plan(r): a step
 //    copies nothing, and they live as long as the world.
 //  * Host facts are checked before any launch, in the words of the other
-//    planners (moonep/impl/full_step_input.hpp); what only the kernel sees
-//    comes back from GpuWorld::check() as InputError. Either way nothing is
-//    left half done and the planner stays usable.
+//    planners (moonep/impl/input_shapes.hpp); what only the kernels see
+//    (expert ids, token counts, tokens_per_expert) comes back from
+//    GpuWorld::check() as InputError. Either way nothing is left half done
+//    and the planner stays usable.
+//  * A ragged step's counts stay on the device: rank r's kernel reads
+//    tokens_per_rank(r) when it runs, and RankPlanView::entries is written
+//    from them on exec's stream (DeviceStepEntries); plan() reads no count
+//    on the host.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,7 +34,6 @@
 #include "moonep/error.hpp"
 #include "moonep/impl/device_plan_views.hpp"
 #include "moonep/gpu_world.hpp"
-#include "moonep/impl/full_step_input.hpp"
 #include "moonep/impl/input_shapes.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
@@ -54,11 +58,14 @@ class GpuWorldSpecPlanner {
         world_(world),
         exec_(exec),
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
-        tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+        tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
+        counts_(static_cast<std::size_t>(config_.ranks), nullptr),
+        entries_(config_) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) {
       local_.push_back(r);
       plan_.ranks.push_back(device_plan_views(config_, r, world_.rank_plan(r)));
+      plan_.ranks.back().entries = entries_.of(r);
     }
   }
 
@@ -72,23 +79,25 @@ class GpuWorldSpecPlanner {
   const plan_type& last_plan() const { return plan_; }
 
   // As CudaSpecPlanner::plan: routing[r] (and tokens_per_expert[r]) is rank
-  // r's, on exec's device. The step is enqueued after what exec's stream
-  // holds (written routing included) and waited for; then the plan is in
-  // the plan views. tokens_per_rank, when given, is read back: bad counts
-  // are InputError, a ragged step RuntimeError (counts of S are a full
-  // step).
+  // r's, on exec's device, S*K ids; tokens_per_rank, when given, R counts
+  // on exec's device, rank r's kernel reading the r-th. The step is
+  // enqueued after what exec's stream holds (written routing and counts
+  // included) and waited for; then the plan is in the plan views.
   const plan_type& plan(const std::vector<input_view>& routing,
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::gpu_world::plan");
-    check_full_step_input(config_, local_, routing, tokens_per_expert, tokens_per_rank,
-                          "Planner<Kokkos::Cuda, moonep::OnGpuWorld>",
-                          "Planner<Kokkos::Cuda, moonep::PortablePhases> over an InProcessWorld");
+    const std::string why = full_length_input_error(config_, local_, routing, tokens_per_expert, tokens_per_rank);
+    if (!why.empty()) throw InputError(why);
+    const std::int32_t* counts = tokens_per_rank ? tokens_per_rank->data() : nullptr;
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
+      counts_[r] = counts ? counts + r : nullptr;
     }
-    world_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, exec_.cuda_stream());
+    entries_.write(exec_, counts);
+    world_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, exec_.cuda_stream(),
+                counts ? counts_.data() : nullptr);
     world_.check();  // waits; InputError from the kernels' checks, RuntimeError for a rank that never came
     return plan_;
   }
@@ -123,7 +132,8 @@ class GpuWorldSpecPlanner {
   world_type& world_;
   Kokkos::Cuda exec_;
   std::vector<int> local_;
-  std::vector<const std::int32_t*> routing_, tpe_;
+  std::vector<const std::int32_t*> routing_, tpe_, counts_;  // by rank, for GpuWorld::plan
+  DeviceStepEntries entries_;
   plan_type plan_;
 };
 

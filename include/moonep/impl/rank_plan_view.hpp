@@ -36,8 +36,8 @@ struct RankPlanView {
   int rank = -1;
   // N_r = s_r*K of the step planned last, one value: how many of dst's
   // values are meaningful (docs/spec/planning.md "Ragged steps"; the others
-  // are undefined). Empty for a planner that plans only full steps: then
-  // all of dst (S*K) is.
+  // are undefined). Every planner points it at its count of the step; empty
+  // only in views made here (RankPlanView(c, r)): then all of dst (S*K) is.
   using count = Kokkos::View<std::int32_t*, MemorySpace, Kokkos::MemoryUnmanaged>;
   count entries;
 #define MOONEP_RANK_PLAN_VIEW_MEMBER(name, shape, ...) view_of<FieldShape::shape> name;
