@@ -55,8 +55,8 @@ echo "bundle commit: $(cat "$HERE/COMMIT" 2>/dev/null)"
 step nvidia-smi 30 nvidia-smi -L
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ "${CHECKS:-all}" != kokkos ]; then
-step unit_tests 150 "$HERE/bin/test_cuda_planner" --durations yes
-step gpu_world 150 "$HERE/bin/test_gpu_world" --durations yes
+step unit_tests 240 "$HERE/bin/test_cuda_planner" --durations yes
+step gpu_world 240 "$HERE/bin/test_gpu_world" --durations yes
 backtrace_if_crashed gpu_world "$HERE/bin/test_gpu_world"
 
 if [ -n "$SAN" ]; then
