@@ -88,6 +88,31 @@ void require_ragged_matches_reference(const Config& c, const Routing& full, cons
   }
 }
 
+// One random shape of the sweeps (R 1..16, E <= 1024, K 1..32, S up to
+// 16384, every tp and routing shape, default or few blocks per rank), or
+// false for a draw past the sweeps' size limits (the caller draws again).
+struct SweepPoint {
+  Config c;
+  Shape shape;
+  int bpr;
+};
+bool draw_sweep_point(std::mt19937_64& rng, SweepPoint& out) {
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  const int tps[] = {1, 2, 3, 8, 16, 64, 128};
+  const Shape shapes[] = {Shape::uniform, Shape::skew, Shape::heavy, Shape::one_expert,
+                          Shape::same_expert_k_times, Shape::repeats, Shape::owner_zero};
+  const int R = pick(1, 16);
+  const int epn = std::max(1, (1 << pick(0, 7)) * pick(1, 3) / 2);
+  if (R * epn > 1024) return false;
+  const int K = pick(0, 3) == 0 ? pick(1, 32) : pick(1, 8);
+  const int S = std::max(1, (1 << pick(0, 14)) - pick(0, 3));
+  if (static_cast<int64_t>(R) * S * K > (1 << 20)) return false;
+  out.c = Config{R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]};
+  out.shape = shapes[pick(0, 6)];
+  out.bpr = pick(0, 2) == 0 ? pick(1, 8) : 32;
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("cuda planner matches the reference on small hand-picked shapes", "[cuda][sanitize]") {
@@ -176,22 +201,11 @@ TEST_CASE("cuda planner matches the reference on the spec's corner cases", "[cud
 
 TEST_CASE("cuda planner matches the reference on a randomized sweep", "[cuda]") {
   std::mt19937_64 rng(20261202);
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
-  const int tps[] = {1, 2, 3, 8, 16, 64, 128};
-  const Shape shapes[] = {Shape::uniform, Shape::skew, Shape::heavy, Shape::one_expert,
-                          Shape::same_expert_k_times, Shape::repeats, Shape::owner_zero};
   int done = 0;
   for (int trial = 0; trial < 400 && done < 300; ++trial) {
-    const int R = pick(1, 16);
-    const int epn = std::max(1, (1 << pick(0, 7)) * pick(1, 3) / 2);
-    if (R * epn > 1024) continue;
-    const int K = pick(0, 3) == 0 ? pick(1, 32) : pick(1, 8);
-    const int S = std::max(1, (1 << pick(0, 14)) - pick(0, 3));
-    if (static_cast<int64_t>(R) * S * K > (1 << 20)) continue;
-    const Config c{R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]};
-    const Shape shape = shapes[pick(0, 6)];
-    const int bpr = pick(0, 2) == 0 ? pick(1, 8) : 32;
-    require_matches_reference(c, make_routing(c, shape, rng()), bpr, name(shape));
+    SweepPoint pt;
+    if (!draw_sweep_point(rng, pt)) continue;
+    require_matches_reference(pt.c, make_routing(pt.c, pt.shape, rng()), pt.bpr, name(pt.shape));
     ++done;
   }
   REQUIRE(done >= 250);
@@ -218,14 +232,8 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
 }
 
 TEST_CASE("cuda planner plans small ragged steps like the reference", "[cuda][ragged][sanitize]") {
-  struct Case { Config c; Shape shape; int bpr; moonep::TokensPerRank tokens; };
-  const std::vector<Case> cases = {
-      {Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4, {16, 0}},
-      {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2, {0, 33, 7}},
-      {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1, {20, 0, 3, 5}},
-      {Config{4, 16, 2, 9, 2, 4}, Shape::uniform, 3, {0, 0, 0, 0}},
-      {Config{1, 4, 2, 7, 2, 2}, Shape::uniform, 2, {4}},
-  };
+  std::vector<RaggedCase> cases = small_ragged_cases();
+  cases.push_back({Config{1, 4, 2, 7, 2, 2}, Shape::uniform, 2, {4}});
   for (const auto& k : cases) {
     require_ragged_matches_reference(k.c, make_routing(k.c, k.shape, 7), k.tokens, k.bpr, name(k.shape));
   }
@@ -234,30 +242,20 @@ TEST_CASE("cuda planner plans small ragged steps like the reference", "[cuda][ra
 TEST_CASE("cuda planner matches the reference on a randomized sweep of ragged steps", "[cuda][ragged]") {
   std::mt19937_64 rng(20261205);
   moonep::impl::SplitMix64 counts_rng{20261205};
-  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
-  const int tps[] = {1, 2, 3, 8, 16, 64, 128};
-  const Shape shapes[] = {Shape::uniform, Shape::skew, Shape::heavy, Shape::one_expert,
-                          Shape::same_expert_k_times, Shape::repeats, Shape::owner_zero};
   int done = 0, empty_ranks = 0, full_ranks = 0;
   for (int trial = 0; trial < 300 && done < 150; ++trial) {
-    const int R = pick(1, 16);
-    const int epn = std::max(1, (1 << pick(0, 7)) * pick(1, 3) / 2);
-    if (R * epn > 1024) continue;
-    const int K = pick(0, 3) == 0 ? pick(1, 32) : pick(1, 8);
-    const int S = std::max(1, (1 << pick(0, 14)) - pick(0, 3));
-    if (static_cast<int64_t>(R) * S * K > (1 << 20)) continue;
-    const Config c{R, R * epn, K, S, pick(1, 40), tps[pick(0, 6)]};
-    const Shape shape = shapes[pick(0, 6)];
-    const int bpr = pick(0, 2) == 0 ? pick(1, 8) : 32;
+    SweepPoint pt;
+    if (!draw_sweep_point(rng, pt)) continue;
+    const Config& c = pt.c;
     // Every other step has both extremes; the others cycle through
     // ragged_tokens' shapes (random with zeros and S, one rank full, one
     // empty, all empty, none or one token, all full).
     const moonep::TokensPerRank tokens = done % 2 ? ragged_tokens_with_extremes(c, rng())
                                                   : ragged_tokens(c, done / 2, counts_rng);
-    require_ragged_matches_reference(c, make_routing(c, shape, rng()), tokens, bpr, name(shape));
+    require_ragged_matches_reference(c, make_routing(c, pt.shape, rng()), tokens, pt.bpr, name(pt.shape));
     for (const auto s : tokens) {
       empty_ranks += s == 0;
-      full_ranks += s == S;
+      full_ranks += s == c.tokens;
     }
     ++done;
   }
@@ -302,35 +300,10 @@ TEST_CASE("cuda planner: one captured CUDA graph replays steps of any counts", "
   const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
   moonep::cuda::Planner planner = planner_with(c, kernel);
   INFO("kernel " << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank " << planner.blocks_per_rank());
-  const moonep::TokensPerRank all(8, c.tokens), none(8, 0);
-  moonep::impl::SplitMix64 rng{77};
-  const std::vector<moonep::TokensPerRank> steps = {
-      all, none, {4096, 0, 4096, 0, 1, 4095, 2048, 0}, ragged_tokens_with_extremes(c, 5),
-      ragged_tokens(c, 0, rng), all, ragged_tokens(c, 4, rng), none, ragged_tokens_with_extremes(c, 6)};
   DeviceRouting live(c, make_routing(c, Shape::skew, 1));
-  DeviceCounts counts(c, all);
-  cudaStream_t stream = nullptr;
-  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  planner.plan(live.topk(), nullptr, stream, counts.data());
-  cuda_ok(cudaStreamEndCapture(stream, &graph));
-  cuda_ok(cudaGraphInstantiate(&exec, graph, 0));
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const moonep::TokensPerRank& tokens = steps[i];
-    INFO("replay " << i << ": tokens_per_rank " << ::Catch::Detail::stringify(tokens));
-    const Routing cut = cut_to_tokens(c, make_routing(c, i % 2 ? Shape::heavy : Shape::skew, 100 + i), tokens);
-    live.write(padded_to_full(c, cut));
-    counts.write(tokens);
-    cuda_ok(cudaGraphLaunch(exec, stream));
-    const moonep::HostPlan got = planner.copy_out(stream);
-    REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
-    REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  DeviceCounts counts(c, moonep::TokensPerRank(8, c.tokens));
+  const CapturedGraph graph([&](cudaStream_t s) { planner.plan(live.topk(), nullptr, s, counts.data()); });
+  require_graph_replays(c, graph, live, counts, 100, [&] { return planner.copy_out(graph.stream()); });
 }
 
 TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the plan alone", "[cuda][sanitize]") {

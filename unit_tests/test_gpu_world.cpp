@@ -166,13 +166,7 @@ TEST_CASE("gpu world: the headline shape, reuse, repeats and one CUDA graph of R
 // (DeviceCounts::per_rank), its routing buffer holds S*K ids, those past
 // s_r*K no expert (padded_to_full: reading one fails the step).
 TEST_CASE("gpu world plans ragged steps like the reference", "[gpu_world][ragged][sanitize]") {
-  struct Case { Config c; Shape shape; int bpr; moonep::TokensPerRank tokens; };
-  const std::vector<Case> cases = {
-      {Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4, {16, 0}},
-      {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2, {0, 33, 7}},
-      {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1, {20, 0, 3, 5}},
-      {Config{4, 16, 2, 9, 2, 4}, Shape::uniform, 3, {0, 0, 0, 0}},
-  };
+  const std::vector<RaggedCase> cases = small_ragged_cases();
   for (const auto& k : cases) {
     const Routing cut = cut_to_tokens(k.c, make_routing(k.c, k.shape, 7), k.tokens);
     const moonep::HostPlan ref = moonep::plan_reference(k.c, cut, nullptr, &k.tokens);
@@ -218,36 +212,10 @@ TEST_CASE("gpu world: one captured CUDA graph replays steps of any counts", "[gp
   const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
   GpuWorld world(c, test_devices(c.ranks), options_with(kernel, false, 16));
   INFO("kernel " << moonep::cuda::kernel_name(world.kernel()) << " at blocks_per_rank " << world.blocks_per_rank());
-  const moonep::TokensPerRank all(8, c.tokens), none(8, 0);
-  moonep::impl::SplitMix64 rng{78};
-  const std::vector<moonep::TokensPerRank> steps = {
-      all, none, {4096, 0, 4096, 0, 1, 4095, 2048, 0}, ragged_tokens_with_extremes(c, 5),
-      ragged_tokens(c, 0, rng), all, ragged_tokens(c, 1, rng), none, ragged_tokens_with_extremes(c, 6)};
   DeviceRouting live(c, make_routing(c, Shape::skew, 1));
-  DeviceCounts counts(c, all);
-  cudaStream_t origin = nullptr;
-  cuda_ok(cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cuda_ok(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
-  world.plan(live.topk(), nullptr, origin, counts.per_rank());
-  cuda_ok(cudaStreamEndCapture(origin, &graph));
-  cuda_ok(cudaGraphInstantiate(&exec, graph, 0));
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const moonep::TokensPerRank& tokens = steps[i];
-    INFO("replay " << i << ": tokens_per_rank " << ::Catch::Detail::stringify(tokens));
-    const Routing cut = cut_to_tokens(c, make_routing(c, i % 2 ? Shape::heavy : Shape::skew, 200 + i), tokens);
-    live.write(padded_to_full(c, cut));
-    counts.write(tokens);
-    cuda_ok(cudaGraphLaunch(exec, origin));
-    cuda_ok(cudaStreamSynchronize(origin));
-    const moonep::HostPlan got = world.copy_out();
-    REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
-    REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(origin);
+  DeviceCounts counts(c, moonep::TokensPerRank(8, c.tokens));
+  const CapturedGraph graph([&](cudaStream_t origin) { world.plan(live.topk(), nullptr, origin, counts.per_rank()); });
+  require_graph_replays(c, graph, live, counts, 200, [&] { return world.copy_out(); });
 }
 
 TEST_CASE("gpu world: bad input on one rank fails the step for all, and the world stays usable",
@@ -343,29 +311,25 @@ TEST_CASE("gpu world refuses multicast on a shared device and where the environm
   REQUIRE(std::string(std::getenv("MOONEP_FORBID_MULTICAST")) == "1");
   WorldOptions mc;
   mc.multicast = true;
+  // A unicast world on the same devices plans like the reference.
+  const auto unicast_plans = [](const Config& c) {
+    GpuWorld world(c, on_device_zero(c.ranks));
+    REQUIRE_FALSE(world.multicast());
+    const Routing routing = make_routing(c, Shape::skew, 4);
+    DeviceRouting dr(c, routing);
+    REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(c, routing)) == "");
+  };
 
   const Config two{2, 8, 2, 16, 2, 4};
   REQUIRE_THROWS_WITH(GpuWorld(two, on_device_zero(2), mc),
                       "moonep::cuda::GpuWorld: multicast needs every rank on its own device, but ranks 0 and 1 are "
                       "on device 0; no multicast object was created");
-  {
-    GpuWorld world(two, on_device_zero(2));
-    REQUIRE_FALSE(world.multicast());
-    const Routing routing = make_routing(two, Shape::skew, 4);
-    DeviceRouting dr(two, routing);
-    REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(two, routing)) == "");
-  }
+  unicast_plans(two);
 
   const Config one{1, 4, 2, 7, 2, 2};
   REQUIRE(setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0);
   REQUIRE_THROWS_WITH(GpuWorld(one, on_device_zero(1), mc),
                       "moonep::cuda::GpuWorld: multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=1 "
                       "(set where a multicast object must never be created); no multicast object was created");
-  {
-    GpuWorld world(one, on_device_zero(1));
-    REQUIRE_FALSE(world.multicast());
-    const Routing routing = make_routing(one, Shape::uniform, 5);
-    DeviceRouting dr(one, routing);
-    REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(one, routing)) == "");
-  }
+  unicast_plans(one);
 }

@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "catch2_compat.hpp"
 #include "moonep/config.hpp"
+#include "moonep/reference.hpp"
+#include "moonep/impl/splitmix64.hpp"
 #include "moonep/synthetic.hpp"
 #include "support/ragged_steps.hpp"
 
@@ -139,6 +142,83 @@ inline Routing make_routing(const Config& c, Shape shape, uint64_t seed) {
       return r;
   }
   return r;
+}
+
+// Small ragged steps (the [sanitize] tests' size): empty ranks beside full
+// ones, a remainder, every rank empty.
+struct RaggedCase {
+  Config c;
+  Shape shape;
+  int bpr;
+  moonep::TokensPerRank tokens;
+};
+inline std::vector<RaggedCase> small_ragged_cases() {
+  return {{Config{2, 8, 2, 16, 2, 4}, Shape::skew, 4, {16, 0}},
+          {Config{3, 12, 4, 33, 3, 1}, Shape::repeats, 2, {0, 33, 7}},
+          {Config{4, 8, 3, 20, 5, 2}, Shape::one_expert, 1, {20, 0, 3, 5}},
+          {Config{4, 16, 2, 9, 2, 4}, Shape::uniform, 3, {0, 0, 0, 0}}};
+}
+
+// The count vectors a graph-replay test steps through, for R = 8: all S,
+// all 0, a hand-picked mix (0, 1, S-1, S/2 and S), seeded ragged counts with
+// and without the extremes, and the full and empty steps again between them.
+inline std::vector<moonep::TokensPerRank> replay_counts(const Config& c, std::uint64_t seed) {
+  const int S = c.tokens;
+  const moonep::TokensPerRank all(8, S), none(8, 0);
+  moonep::impl::SplitMix64 rng{seed};
+  return {all,  none, {S, 0, S, 0, 1, S - 1, S / 2, 0}, ragged_tokens_with_extremes(c, 5), ragged_tokens(c, 0, rng),
+          all,  ragged_tokens(c, 4, rng), none, ragged_tokens_with_extremes(c, 6)};
+}
+
+// A non-default stream and one CUDA graph captured on it from `record(stream)`,
+// instantiated; destroyed with it.
+class CapturedGraph {
+ public:
+  template <class Record>
+  explicit CapturedGraph(Record record) {
+    cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cuda_ok(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    record(stream_);
+    cuda_ok(cudaStreamEndCapture(stream_, &graph_));
+    cuda_ok(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CapturedGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    cudaStreamDestroy(stream_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  cudaStream_t stream() const { return stream_; }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Replays `graph`, captured once to plan from the buffers `live`
+// (routing) and `counts`, once per count vector of replay_counts(c, seed):
+// between replays only those buffers' contents change (a new routing cut
+// to the counts, the counts). Each plan, `copy_out()` after the replay,
+// must be the reference's for its counts.
+template <class CopyOut>
+void require_graph_replays(const Config& c, const CapturedGraph& graph, DeviceRouting& live, DeviceCounts& counts,
+                           std::uint64_t seed, CopyOut copy_out) {
+  const std::vector<moonep::TokensPerRank> steps = replay_counts(c, seed);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const moonep::TokensPerRank& tokens = steps[i];
+    INFO("replay " << i << ": tokens_per_rank " << ::Catch::Detail::stringify(tokens));
+    const Routing cut = cut_to_tokens(c, make_routing(c, i % 2 ? Shape::heavy : Shape::skew, seed + i), tokens);
+    live.write(padded_to_full(c, cut));
+    counts.write(tokens);
+    cuda_ok(cudaGraphLaunch(graph.exec(), graph.stream()));
+    cuda_ok(cudaStreamSynchronize(graph.stream()));
+    const moonep::HostPlan got = copy_out();
+    REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
+    REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
+  }
 }
 
 }  // namespace moonep::test
