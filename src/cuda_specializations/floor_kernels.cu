@@ -7,7 +7,7 @@
 //   every block reads routing and all blocks pass one barrier before any
 //   plan exists: here each thread loads one routing word of its rank, the
 //   block arrives at one counter (release) and waits for all the others
-//   (acquire polls, as the replicated kernel's barrier), and stores one
+//   (acquire polls, as the planning kernel's barrier), and stores one
 //   word. No planner that meets the spec in one launch can be faster than
 //   this; the benchmark prints it beside the step so the "<= 3x the floor"
 //   goal can be read against what is reachable at all.

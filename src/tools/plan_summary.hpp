@@ -43,7 +43,7 @@ struct RunInfo {
   double imbalance = 0;     // synthetic mode
   std::uint64_t seed = 0;   // synthetic mode
   std::string backend;      // reference | portable | cuda
-  std::string ran;          // how: "Kokkos Serial", "replicated kernel, ..."; may be empty
+  std::string ran;          // how: "Kokkos Serial", "shared_tables kernel, ..."; may be empty
   std::string world;        // inprocess | mpi
   std::string mpi_world;    // shared | rma (world mpi)
   int processes = 1;
