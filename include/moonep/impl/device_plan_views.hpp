@@ -39,15 +39,20 @@ class DeviceStepEntries {
   DeviceStepEntries() = default;
   explicit DeviceStepEntries(const Config& c)
       : fill_{Kokkos::View<std::int32_t*, Kokkos::CudaSpace>("moonep::cuda::entries", static_cast<std::size_t>(c.ranks)),
-              nullptr, c.tokens, c.topk} {}
+              nullptr, c.tokens, c.topk} {
+    Kokkos::deep_copy(fill_.entries, static_cast<std::int32_t>(c.entries()));  // a full step's S*K
+  }
 
   // Rank r's entry, for its RankPlanView.
   count_view of(int r) const { return count_view(fill_.entries.data() + r, 1); }
 
-  // Enqueues entries[r] = counts[r]*K for every rank (S*K each with
-  // counts null) on exec, after what exec's stream holds.
+  // Enqueues entries[r] = counts[r]*K for every rank on exec, after what
+  // exec's stream holds; with counts null, S*K, which the entries already
+  // hold unless the step before was ragged: full steps launch nothing.
   void write(const Kokkos::Cuda& exec, const std::int32_t* counts) {
+    if (!counts && !holds_ragged_) return;
     fill_.counts = counts;
+    holds_ragged_ = counts != nullptr;
     Kokkos::parallel_for("moonep::cuda::entries",
                          Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, static_cast<int>(fill_.entries.extent(0))), fill_);
   }
@@ -65,6 +70,7 @@ class DeviceStepEntries {
 
  private:
   Fill fill_{};
+  bool holds_ragged_ = false;  // the entries hold a ragged step's counts
 };
 
 }  // namespace moonep::impl
