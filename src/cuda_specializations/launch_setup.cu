@@ -34,6 +34,16 @@ struct Bump {
   }
 };
 
+// Blocks of a rank that own tokens: all but block 0 when there are two or
+// more (block 0 stores the rank's layout instead).
+int workers_of(int bpr) { return bpr > 1 ? bpr - 1 : 1; }
+
+// The tables of a block holding the most tokens a worker holds, ceil(S /
+// nworkers): what the host sizes shared memory or the global slices by.
+TableLayout tables_for(const Config& c, int nworkers) {
+  return table_layout(c.ranks, c.experts, c.copy_slots, c.topk, (c.tokens + nworkers - 1) / nworkers);
+}
+
 }  // namespace
 
 void check_cuda(cudaError_t err, const char* what) {
@@ -47,7 +57,6 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   if (!prop.cooperativeLaunch) throw RuntimeError(std::string(who) + ": the CUDA device does not support cooperative launches");
-  const int R = config.ranks, E = config.experts, K = config.topk, S = config.tokens, B = config.copy_slots;
   const i64 ranks_here = resident_ranks;
 
   // Any launch may take up to the device's opt-in maximum less the
@@ -73,11 +82,7 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
     per_sm = std::min(per_sm, TuningPolicy::blocks_per_sm);
     return static_cast<i64>(per_sm) * prop.multiProcessorCount;
   };
-  auto workers_of = [](int bpr) { return bpr > 1 ? bpr - 1 : 1; };  // block 0 owns no tokens
-  auto table_words_at = [&](int bpr) {
-    const int workers = workers_of(bpr);
-    return table_layout(R, E, B, K, (S + workers - 1) / workers).words;
-  };
+  auto table_words_at = [&](int bpr) { return tables_for(config, workers_of(bpr)).words; };
 
   LaunchChoice c;
   // Shared tables, at the largest blocks per rank <= the one asked for
@@ -142,8 +147,7 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.sym.tpe_all = sym.take(2 * p.sym.tpe_half);
   p.sym.words = (sym.next + 63) / 64 * 64;
 
-  const int block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
-  const TableLayout tables = table_layout(R, E, B, config.topk, block_tokens);
+  const TableLayout tables = tables_for(config, c.nworkers);
   Bump loc;
   p.loc.epoch = loc.take(32);
   // Each worker block's expert counts, a row [E] per worker.
@@ -176,7 +180,7 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.NvS = static_cast<int>(NvS);
   p.bpr = c.bpr;
   p.nworkers = c.nworkers;
-  p.block_tokens = block_tokens;
+  p.block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
   p.tables = table_regions(tables);
 }
 
