@@ -202,6 +202,23 @@ TEST_CASE("test support: Kokkos' notices are split from moonep-plan's stderr, no
   moonep::test::split_notices("MPI detected: For OpenMP binding to work as intended, MPI ranks must be bound\n" + ours,
                               own, notices);
   CHECK(own == ours);
+  // Four processes under mpirun (as CI's OpenMP leg printed it): the blocks
+  // come mixed line by line, the oversubscription counts after another
+  // process's blank line; a summary line of ours, indented, stays ours.
+  const std::string oversubscribed =
+      "Kokkos::OpenMP::initialize WARNING: You are likely oversubscribing your CPU cores.\n"
+      "                                    Detected: 2 cores per node.\n"
+      "                                    Detected: 4 MPI_ranks per node.\n"
+      "                                    Requested: 2 threads per process.\n";
+  const std::string mpi = "MPI detected: For OpenMP binding to work as intended, MPI ranks must be bound to exclusive CPU sets.\n\n";
+  const std::string mixed = "Kokkos::OpenMP::initialize WARNING: OMP_PROC_BIND environment variable not set\n" +
+                            kokkos + mpi + oversubscribed.substr(0, oversubscribed.find('\n') + 1) +
+                            "  For unit testing set OMP_PROC_BIND=false\n" + "\n" +
+                            oversubscribed.substr(oversubscribed.find('\n') + 1) + ours + "  load after: 12 on every rank\n";
+  moonep::test::split_notices(mixed, own, notices);
+  CHECK(own == ours + "  load after: 12 on every rank\n");
+  CHECK(notices.size() + own.size() == mixed.size());
+
   moonep::test::split_notices("no newline at the end", own, notices);
   CHECK(own == "no newline at the end");
   CHECK(notices.empty());

@@ -40,8 +40,11 @@ struct HostRankPlan {
 };
 
 namespace impl {
-// HostRankPlan's members in the order of kPlanFields.
-inline constexpr std::vector<std::int32_t> HostRankPlan::*kHostPlanMembers[] = {
+// HostRankPlan's members in the order of kPlanFields. (Through an alias:
+// nvcc's front end writes the plain declarator back with parentheses that
+// GCC then warns about.)
+using HostPlanMember = std::vector<std::int32_t> HostRankPlan::*;
+inline constexpr HostPlanMember kHostPlanMembers[] = {
 #define MOONEP_HOST_PLAN_POINTER(name, ...) &HostRankPlan::name,
     MOONEP_PLAN_FIELDS(MOONEP_HOST_PLAN_POINTER)
 #undef MOONEP_HOST_PLAN_POINTER

@@ -82,10 +82,23 @@ std::vector<std::string> RunResult::err_lines() const {
   return lines;
 }
 
+namespace {
+
+// The words of the indented lines of Kokkos' initialize notices (4.6's
+// OpenMP backend: the OMP_PROC_BIND advice, the oversubscription counts).
+bool kokkos_notice_words(const std::string& line) {
+  for (const char* w : {"OMP_PROC_BIND", "OpenMP", "Detected: ", "Requested: "})
+    if (line.find(w) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
 void split_notices(const std::string& text, std::string& own, std::string& notices) {
   own.clear();
   notices.clear();
-  bool in_notice = false;
+  bool seen = false;       // a notice opened somewhere before this line
+  bool in_notice = false;  // the line before this one was a notice's
   std::size_t at = 0;
   while (at < text.size()) {
     const std::size_t nl = text.find('\n', at);
@@ -93,8 +106,12 @@ void split_notices(const std::string& text, std::string& own, std::string& notic
     const std::string line = text.substr(at, end - at);
     const bool opens = line.rfind("Kokkos::", 0) == 0 || line.rfind("MPI detected:", 0) == 0;
     const bool blank = line == "\n";
-    const bool continues = in_notice && (blank || line.rfind("  ", 0) == 0 || line.rfind("\t", 0) == 0);
+    const bool indented = line.rfind("  ", 0) == 0 || line.rfind("\t", 0) == 0;
+    // Under mpirun several processes' notices arrive line by line, mixed:
+    // an indented line in Kokkos' words is a notice's wherever it falls.
+    const bool continues = (in_notice && (blank || indented)) || (seen && indented && kokkos_notice_words(line));
     (opens || continues ? notices : own) += line;
+    seen = seen || opens;
     in_notice = (opens || continues) && !blank;  // a blank line ends the block
     at = end;
   }

@@ -41,8 +41,10 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
 // Splits stderr text into moonep-plan's own lines and Kokkos' notices: a
 // line starting with "Kokkos::" or "MPI detected:" (what Kokkos' backends
 // print at initialize), with the indented lines right after it and the
-// blank line that may end it. Only whole
-// such blocks are taken, so anything else moonep-plan writes stays in `own`.
+// blank line that may end it. Under mpirun the notices of several processes
+// come mixed line by line, so an indented line in the words of Kokkos'
+// notices (OMP_PROC_BIND, OpenMP, "Detected: ", "Requested: ") after any
+// notice is one too. Anything else moonep-plan writes stays in `own`.
 void split_notices(const std::string& text, std::string& own, std::string& notices);
 
 // A fresh directory under the temporary directory, removed with everything
