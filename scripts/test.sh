@@ -15,4 +15,6 @@ cmake --build "$build_dir" -j "$build_jobs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$build_dir"
-ctest --output-on-failure
+# As many tests at once as cores; the MPI tests (PROCESSORS = their ranks)
+# and install_test (RUN_SERIAL) still run alone.
+ctest --output-on-failure -j "$build_jobs"

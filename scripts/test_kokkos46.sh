@@ -9,9 +9,13 @@
 #           no other Kokkos Kernels (Debian's) is taken: moe_layer is skipped.
 #   cuda    Kokkos 4.6.01 Serial+Cuda (sm_90) with nvcc_wrapper and the CUDA
 #           specialization: build only (no GPU driver here, so no program
-#           can start); without MPI and examples (see leg_cuda for why).
+#           can start) of what plans through Kokkos::Cuda or CUDA: the
+#           library, moonep-plan, the portable and CUDA tests, the GPU
+#           benchmarks; without MPI and examples (see leg_cuda for why).
 #   cxx20   C++20, the standard Kokkos 5 requires, against the OpenMP build:
-#           build everything, then run a handful of tests (see leg_cxx20).
+#           build the library, moonep-plan, the examples and the programs
+#           using the public headers, then run a handful of tests (see
+#           leg_cxx20).
 # Each leg prints a banner and ends with one line "RESULT <leg>: ...".
 # The script fails if any leg failed, after running all the asked-for legs.
 #
@@ -98,12 +102,13 @@ configure() {
   cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" 2>&1 | tee "$dir.configure.log"
 }
 
-# build DIR: everything, going on past a failure so that one broken file
-# does not hide the others; sets build_steps and build_failed (the number of
+# build DIR [--target T...]: everything (or the targets), going on past a
+# failure so that one broken file does not hide the others; sets build_steps and build_failed (the number of
 # failed commands) and lists the failures.
 build() {
   local dir=$1 rc=0
-  cmake --build "$dir" -j "$jobs" -- -k 0 2>&1 | tee "$dir.build.log" || rc=$?
+  shift
+  cmake --build "$dir" -j "$jobs" "$@" -- -k 0 2>&1 | tee "$dir.build.log" || rc=$?
   build_steps=$(sed -n 's/^\[[0-9]*\/\([0-9]*\)\].*/\1/p' "$dir.build.log" | tail -n1)
   build_failed=$(grep -c '^FAILED: ' "$dir.build.log" || true)
   if [[ $rc -ne 0 && $build_failed -eq 0 ]]; then build_failed=1; fi
@@ -188,19 +193,31 @@ leg_cuda() {
     result cuda FAILED "no $cuda_bin/nvcc"; return 0
   fi
   # Trimmed, as everything is slow under nvcc_wrapper (untrimmed, this leg
-  # took 18 min on a busy 2-core machine, 6.5 min trimmed on a quiet one):
-  # MPI off (host code, built and tested by the other legs;
-  # its test binaries and benchmark cost a quarter of this leg; the GPU
-  # bundle is built without MPI too) and examples off (moe_layer needs a
-  # Kokkos Kernels over this Kokkos, which we lack; minimal's code is the
-  # unit tests'). The library, moonep-plan, every unit test and perf_tests
-  # are built.
+  # took 18 min on a busy 2-core machine): MPI off (host code, built and
+  # tested by the other legs; the GPU bundle is built without MPI too),
+  # examples off (moe_layer needs a Kokkos Kernels over this Kokkos, which
+  # we lack; minimal's code is the unit tests'), and only the targets that
+  # plan through Kokkos::Cuda or the CUDA specialization: the library,
+  # moonep-plan, every test_portable_* (Planner<Kokkos::Cuda>), the CUDA
+  # tests, host_sweep and the GPU benchmark; what bundle_gpu.sh carries to
+  # the GPU. The host-only tests (reference, I/O, CLI, reliability) compile
+  # the same code as the other legs, there with g++ alone (about half of
+  # this leg's compile time when built here too).
   if ! PATH="$cuda_bin:$PATH" configure "$dir" -DKokkos_ROOT="$kokkos" \
        -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DMoonEP_ENABLE_CUDA=ON \
        -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF -DMoonEP_ENABLE_EXAMPLES=OFF; then
     result cuda FAILED "configure failed (see above)"; return 0
   fi
-  PATH="$cuda_bin:$PATH" build "$dir"
+  local targets
+  targets=$(cmake --build "$dir" --target help |
+    sed -n 's/^\(moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench\): .*/\1/p' |
+    sort -u | paste -sd' ')
+  echo "test_kokkos46.sh: cuda leg targets: $targets"
+  if ! grep -q 'test_portable_vs_reference' <<<"$targets" || ! grep -q 'test_cuda_planner' <<<"$targets"; then
+    result cuda FAILED "the build lists no Planner<Kokkos::Cuda> or CUDA tests (targets: $targets)"; return 0
+  fi
+  # shellcheck disable=SC2086  # one word per target
+  PATH="$cuda_bin:$PATH" build "$dir" --target $targets
   if [[ $build_failed -ne 0 ]]; then
     result cuda FAILED "build: $build_failed of $build_steps commands failed: $(grep '^FAILED: ' "$dir.build.log" | sed 's/^FAILED: //; s/ *$//' | paste -sd' ')"
     return 0
@@ -217,7 +234,19 @@ leg_cxx20() {
        -DMoonEP_ENABLE_CUDA=OFF -DCMAKE_CXX_STANDARD=20; then
     result cxx20 FAILED "configure failed (see above)"; return 0
   fi
-  build "$dir"
+  # What a Kokkos 5 user compiles of ours: the library (every source, MPI
+  # worlds included), moonep-plan, the examples, and the programs that
+  # instantiate the public planner headers (every test_portable_*, the
+  # reference and I/O tests, host_sweep), with what the tests below run.
+  # The other test binaries are our own harness, compiled by the other
+  # legs (as C++17; they hold no code a user's build sees).
+  local targets
+  targets=$(cmake --build "$dir" --target help |
+    sed -n 's/^\(moonep\|moonep-plan\|example_[a-z_]*\|test_portable_[a-z_]*\|test_reference\|test_io\|host_sweep\|moonep_check_plan_file\): .*/\1/p' |
+    sort -u | paste -sd' ')
+  echo "test_kokkos46.sh: cxx20 leg targets: $targets"
+  # shellcheck disable=SC2086  # one word per target
+  build "$dir" --target $targets
   if [[ $build_failed -ne 0 ]]; then
     result cxx20 FAILED "build: $build_failed of $build_steps commands failed"; return 0
   fi
@@ -228,7 +257,7 @@ leg_cxx20() {
   if [[ $n20 -eq 0 || $n17 -ne 0 ]]; then
     result cxx20 FAILED "build OK but $n20 commands use -std=c++20, $n17 -std=c++17"; return 0
   fi
-  # This leg is a compile proxy for Kokkos 5: building everything as C++20
+  # This leg is a compile proxy for Kokkos 5: building our code as C++20
   # is its point. The code is the openmp leg's, which runs the whole suite,
   # so a handful of tests show that the C++20 binaries work (the planners,
   # the JSON I/O, moonep-plan, the examples) and CI keeps time for the

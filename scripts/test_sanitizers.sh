@@ -47,7 +47,8 @@ cd "$build_dir"
 # Everything but MPI (and the timing sweeps), with LeakSanitizer on.
 status=0
 echo "test_sanitizers.sh: CTest, all but MPI, leak detection on"
-time ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE "mpi|perf" || status=1
+# As many tests at once as cores (test.sh says why that is safe).
+time ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$build_jobs" -LE "mpi|perf" || status=1
 
 # The MPI tests with leak detection off: Open MPI 4's own allocations
 # (MPI_Init's, the PMIx and BTL components') are never freed and would be
@@ -55,5 +56,5 @@ time ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE "mpi|perf" || sta
 # MPI worlds also leave the buffers of an exchange abandoned at a timeout
 # to MPI on purpose (moonep/mpi_world.hpp).
 echo "test_sanitizers.sh: CTest, the MPI tests (label mpi), leak detection off"
-time ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -L mpi -LE perf || status=1
+time ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j "$build_jobs" -L mpi -LE perf || status=1
 exit "$status"

@@ -1,13 +1,9 @@
 // Custom Catch2 main: Kokkos (and MPI, when a test binary needs it) must be
-// initialised around the whole session, not per test.
-#define CATCH_CONFIG_RUNNER
-#include "catch2_compat.hpp"
-
+// initialised around the whole session, not per test. The session itself
+// is catch2_session.cpp's.
 #include <Kokkos_Core.hpp>
 
-#if MOONEP_CATCH2_VERSION == 3
-#include <catch2/catch_session.hpp>
-#endif
+#include "catch2_session.hpp"
 
 #ifdef MOONEP_TEST_WITH_MPI
 #include <mpi.h>
@@ -19,7 +15,7 @@ int main(int argc, char* argv[]) {
 #endif
   int result = 0;
   Kokkos::initialize(argc, argv);
-  { result = Catch::Session().run(argc, argv); }
+  { result = moonep::test::run_catch_session(argc, argv); }
   Kokkos::finalize();
 #ifdef MOONEP_TEST_WITH_MPI
   // Every rank must agree on failure, or mpirun reports only the loudest.

@@ -2,12 +2,8 @@
 // abort inside Kokkos), and the world it was given stays usable: once Kokkos
 // runs, a planner on the same world plans like the reference. Own main: this
 // binary must start without Kokkos.
-#define CATCH_CONFIG_RUNNER
 #include "catch2_compat.hpp"
-
-#if MOONEP_CATCH2_VERSION == 3
-#include <catch2/catch_session.hpp>
-#endif
+#include "catch2_session.hpp"
 
 #include <string>
 
@@ -57,4 +53,4 @@ TEST_CASE("a planner before Kokkos::initialize is a RuntimeError and the world s
   Kokkos::finalize();
 }
 
-int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+int main(int argc, char* argv[]) { return moonep::test::run_catch_session(argc, argv); }

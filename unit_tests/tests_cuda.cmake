@@ -2,8 +2,13 @@
 # (test_cuda_main.cpp) exits 77 when no GPU is visible, which CTest reports
 # as skipped.
 if(MoonEP_HAVE_CUDA)
+  # Compiled once for every CUDA test binary (Catch2's session is the
+  # slowest compile of a test binary, slower still under nvcc_wrapper).
+  add_library(moonep_test_main_cuda OBJECT test_cuda_main.cpp)
+  target_link_libraries(moonep_test_main_cuda PUBLIC moonep moonep_catch2 CUDA::cudart)
+  target_include_directories(moonep_test_main_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
   function(moonep_add_cuda_test name)
-    add_executable(${name} ${ARGN} test_cuda_main.cpp)
+    add_executable(${name} ${ARGN} $<TARGET_OBJECTS:moonep_test_main_cuda>)
     target_link_libraries(${name} PRIVATE moonep moonep_cuda_bench moonep_catch2 CUDA::cudart)
     target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
     add_test(NAME ${name} COMMAND ${name})

@@ -30,6 +30,7 @@ namespace {
 
 using i64 = std::int64_t;
 using impl::check_cuda;
+using impl::DeviceScope;
 
 // A driver function found through the runtime (no link against libcuda:
 // the runtime has loaded the driver already, and a build machine without
@@ -124,21 +125,6 @@ struct MulticastApi {
     missing = "cuMulticastCreate (MoonEP was built with CUDA older than 12.1)";
 #endif
   }
-};
-
-// Makes `device` current for a scope, restoring the caller's afterwards.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    check_cuda(cudaGetDevice(&saved_), "cudaGetDevice");
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() { cudaSetDevice(saved_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int saved_ = 0;
 };
 
 

@@ -5,30 +5,15 @@
 
 #include <utility>
 
+#include "cuda_specializations/host_checks.hpp"
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
 
 namespace moonep::tools {
 namespace {
 
-void check_cuda(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw RuntimeError(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
-}
-
-// `device` current for a scope, the caller's again afterwards.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    check_cuda(cudaGetDevice(&saved_), "cudaGetDevice");
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~OnDevice() { cudaSetDevice(saved_); }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int saved_ = 0;
-};
+using cuda::impl::check_cuda;
+using cuda::impl::DeviceScope;
 
 // Copies n values to `to` in device memory (nothing for an empty rank of a
 // ragged step); cudaMemcpy, so the copy is done when the step launches.
@@ -47,7 +32,7 @@ GpuWorldHostPlanner::GpuWorldHostPlanner(std::unique_ptr<cuda::GpuWorld> world)
   for (int r = 0; r < config_.ranks; ++r) {
     if (world_->device(r) < 0) continue;  // another process's rank
     local_.push_back(r);
-    OnDevice on(world_->device(r));
+    DeviceScope on(world_->device(r));
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&routing_[r]), static_cast<std::size_t>(config_.entries()) * 4 + 4),
                "allocating a rank's routing");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&tpe_[r]), static_cast<std::size_t>(config_.experts) * 4),
