@@ -68,6 +68,8 @@ cat > "$BUNDLE/ab.sh" <<'RUN'
 # ab.sh [NAME ...] — run on the GPU machine (made by scripts/gpu_ab.sh).
 HERE=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# No NVLink multicast object on a shared machine, whatever a build offers.
+export MOONEP_FORBID_MULTICAST=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LOGS=${OUT:-$PWD/ab_out}
 mkdir -p "$LOGS"
 variants=("$@")

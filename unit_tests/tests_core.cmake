@@ -1,6 +1,6 @@
 # Reference planner (the executable spec), validation, plan comparison,
 # synthetic routings. support/plan_invariants.cpp is the reusable invariant
-# checker; other backends' tests add it to their own sources.
+# checker, compiled once (moonep_plan_invariants); other backends' tests link it too.
 moonep_add_test(test_reference
   test_reference_hand_cases.cpp
   test_reference_invariants.cpp
@@ -8,4 +8,4 @@ moonep_add_test(test_reference
   test_reference_plan_difference.cpp
   test_reference_synthetic.cpp
   test_reference_ragged.cpp
-  support/plan_invariants.cpp)
+  $<TARGET_OBJECTS:moonep_plan_invariants>)

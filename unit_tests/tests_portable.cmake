@@ -1,5 +1,5 @@
 # The portable (Kokkos) planner and its in-process world.
-moonep_add_test(test_portable_vs_reference test_portable_vs_reference.cpp support/plan_invariants.cpp)
+moonep_add_test(test_portable_vs_reference test_portable_vs_reference.cpp $<TARGET_OBJECTS:moonep_plan_invariants>)
 moonep_add_test(test_portable_reuse test_portable_reuse.cpp)
 moonep_add_test(test_portable_bad_input test_portable_bad_input.cpp)
 moonep_add_test(test_portable_world test_portable_world.cpp)

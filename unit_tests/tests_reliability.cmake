@@ -40,5 +40,10 @@ if(MoonEP_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${PROJECT_SOURCE_DIR}/src/t
     set_tests_properties(test_mpi_cli_agreement PROPERTIES TIMEOUT 600 PROCESSORS 4 LABELS mpi)
   endif()
 endif()
+# The fuzz smoke test in two shards of one mutant sequence, which CTest
+# runs side by side (-j): under the sanitizers the whole sequence was the
+# suite's longest test (a minute).
 moonep_add_cli_test(test_fuzz_cli test_fuzz_cli.cpp)
-set_tests_properties(test_fuzz_cli PROPERTIES TIMEOUT 600 LABELS fuzz)
+set_tests_properties(test_fuzz_cli PROPERTIES TIMEOUT 600 LABELS fuzz ENVIRONMENT MOONEP_FUZZ_SHARD=0/2)
+add_test(NAME test_fuzz_cli_shard2 COMMAND test_fuzz_cli)
+set_tests_properties(test_fuzz_cli_shard2 PROPERTIES TIMEOUT 600 LABELS fuzz ENVIRONMENT MOONEP_FUZZ_SHARD=1/2)
