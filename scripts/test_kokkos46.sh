@@ -164,7 +164,11 @@ leg_openmp() {
   fi
   # OMP_PROC_BIND stays unset, as for most users: Kokkos then warns on
   # stderr at initialize, which the CLI tests must (and do) tolerate.
-  OMP_NUM_THREADS=2 run_ctest "$dir"
+  # As many tests at once as cores (the MPI tests and install_test still
+  # alone), their OpenMP threads waiting passively, so that two tests'
+  # spinning threads do not take the cores from each other (as in
+  # tests_mpi.cmake).
+  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive run_ctest "$dir" -j "$jobs"
   if [[ $tests_ok -ne 1 ]]; then
     result openmp FAILED "build OK ($build_steps commands); tests: $tests_summary"; return 0
   fi
@@ -235,14 +239,15 @@ leg_cxx20() {
     result cxx20 FAILED "configure failed (see above)"; return 0
   fi
   # What a Kokkos 5 user compiles of ours: the library (every source, MPI
-  # worlds included), moonep-plan, the examples, and the programs that
-  # instantiate the public planner headers (every test_portable_*, the
-  # reference and I/O tests, host_sweep), with what the tests below run.
-  # The other test binaries are our own harness, compiled by the other
-  # legs (as C++17; they hold no code a user's build sees).
+  # worlds included), moonep-plan, the examples, and programs that
+  # instantiate the public headers as users do (the planner over an
+  # in-process world and each world, the reference planner, the JSON I/O,
+  # host_sweep), with what the tests below run. The other test binaries
+  # are our own harness, compiled by the other legs (as C++17; they hold no
+  # code a user's build sees).
   local targets
   targets=$(cmake --build "$dir" --target help |
-    sed -n 's/^\(moonep\|moonep-plan\|example_[a-z_]*\|test_portable_[a-z_]*\|test_reference\|test_io\|host_sweep\|moonep_check_plan_file\): .*/\1/p' |
+    sed -n 's/^\(moonep\|moonep-plan\|example_[a-z_]*\|test_portable_vs_reference\|test_portable_world\|test_reference\|test_io\|host_sweep\|moonep_check_plan_file\): .*/\1/p' |
     sort -u | paste -sd' ')
   echo "test_kokkos46.sh: cxx20 leg targets: $targets"
   # shellcheck disable=SC2086  # one word per target
