@@ -2,8 +2,8 @@
 # (test_cuda_main.cpp) exits 77 when no GPU is visible, which CTest reports
 # as skipped.
 if(MoonEP_HAVE_CUDA)
-  # Compiled once for every CUDA test binary (Catch2's session is the
-  # slowest compile of a test binary, slower still under nvcc_wrapper).
+  # The CUDA tests' main, compiled once for all of them (its Kokkos
+  # headers alone take 14 s under nvcc_wrapper).
   add_library(moonep_test_main_cuda OBJECT test_cuda_main.cpp)
   target_link_libraries(moonep_test_main_cuda PUBLIC moonep moonep_catch2 CUDA::cudart)
   target_include_directories(moonep_test_main_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
