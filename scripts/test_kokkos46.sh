@@ -103,8 +103,9 @@ configure() {
 }
 
 # build DIR [--target T...]: everything (or the targets), going on past a
-# failure so that one broken file does not hide the others; sets build_steps and build_failed (the number of
-# failed commands) and lists the failures.
+# failure so that one broken file does not hide the others; sets
+# build_steps and build_failed (the number of failed commands) and lists
+# the failures.
 build() {
   local dir=$1 rc=0
   shift
@@ -117,6 +118,12 @@ build() {
     grep '^FAILED: ' "$dir.build.log" || true
   fi
   return 0
+}
+
+# targets_matching DIR ALTERNATIVES: the build's targets whose whole name
+# matches one of the sed alternatives (a\|b_[a-z]*), one line, sorted.
+targets_matching() {
+  cmake --build "$1" --target help | sed -n "s/^\($2\): .*/\1/p" | sort -u | paste -sd' '
 }
 
 # run_ctest DIR ARGS...: sets tests_summary ("N passed, F failed, S skipped
@@ -213,9 +220,8 @@ leg_cuda() {
     result cuda FAILED "configure failed (see above)"; return 0
   fi
   local targets
-  targets=$(cmake --build "$dir" --target help |
-    sed -n 's/^\(moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench\): .*/\1/p' |
-    sort -u | paste -sd' ')
+  targets=$(targets_matching "$dir" \
+    'moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench')
   echo "test_kokkos46.sh: cuda leg targets: $targets"
   if ! grep -q 'test_portable_vs_reference' <<<"$targets" || ! grep -q 'test_cuda_planner' <<<"$targets"; then
     result cuda FAILED "the build lists no Planner<Kokkos::Cuda> or CUDA tests (targets: $targets)"; return 0
@@ -246,9 +252,8 @@ leg_cxx20() {
   # are our own harness, compiled by the other legs (as C++17; they hold no
   # code a user's build sees).
   local targets
-  targets=$(cmake --build "$dir" --target help |
-    sed -n 's/^\(moonep\|moonep-plan\|example_[a-z_]*\|test_portable_vs_reference\|test_portable_world\|test_reference\|test_io\|host_sweep\|moonep_check_plan_file\): .*/\1/p' |
-    sort -u | paste -sd' ')
+  targets=$(targets_matching "$dir" \
+    'moonep\|moonep-plan\|example_[a-z_]*\|test_portable_vs_reference\|test_portable_world\|test_reference\|test_io\|host_sweep\|moonep_check_plan_file')
   echo "test_kokkos46.sh: cxx20 leg targets: $targets"
   # shellcheck disable=SC2086  # one word per target
   build "$dir" --target $targets

@@ -25,6 +25,12 @@ const std::string kGood = std::string(MOONEP_CLI_DIR) + "/problems/good.json";  
 // mpirun [-np n moonep-plan --world mpi args...] : [...] ...
 RunResult mpirun(const std::vector<std::pair<int, std::vector<std::string>>>& groups,
                  std::vector<std::pair<std::string, std::string>> env = {}) {
+  // Kokkos 4.x's OpenMP backend warns at initialize (OMP_PROC_BIND unset,
+  // cores oversubscribed) in unbuffered pieces; several processes' pieces
+  // can mix inside one line, where no split can take them apart. These tests
+  // judge moonep-plan's lines, so the processes keep Kokkos' warnings to
+  // themselves (split_notices handles the mixing of whole lines).
+  env.push_back({"KOKKOS_DISABLE_WARNINGS", "1"});
   std::vector<std::string> cmd{MOONEP_MPIEXEC, "--oversubscribe", "-q"};
   for (const auto& kv : env) cmd.insert(cmd.end(), {"-x", kv.first});  // passed on to every process
   for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -35,13 +41,6 @@ RunResult mpirun(const std::vector<std::pair<int, std::vector<std::string>>>& gr
   moonep::test::RunOptions o;
   o.timeout_s = 120;
   o.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-  // Kokkos 4.x's OpenMP backend warns at initialize (OMP_PROC_BIND unset,
-  // cores oversubscribed) in unbuffered pieces; several processes' pieces
-  // can mix inside one line, where no split can take them apart. These tests
-  // judge moonep-plan's lines, so the processes keep Kokkos' warnings to
-  // themselves (split_notices handles the mixing of whole lines).
-  o.env.push_back({"KOKKOS_DISABLE_WARNINGS", "1"});
-  cmd.insert(cmd.begin() + 3, {"-x", "KOKKOS_DISABLE_WARNINGS"});
   o.env.insert(o.env.end(), env.begin(), env.end());
   o.unset_env = {"MOONEP_MPI_WORLD", "MOONEP_MPI_TIMEOUT"};
   return run_process(cmd, o);

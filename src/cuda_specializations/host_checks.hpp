@@ -1,6 +1,7 @@
 // Private: the host-side checks of the CUDA specialization, for .cu and
-// plain C++ files alike (moonep-plan's GPU world included) (launch_setup.hpp holds the device declarations
-// a .cpp cannot include). Defined in launch_setup.cu.
+// plain C++ files alike, moonep-plan's GPU world included (launch_setup.hpp
+// holds the device declarations a .cpp cannot include). Defined in
+// launch_setup.cu.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -38,10 +38,13 @@ struct Bump {
 // more (block 0 stores the rank's layout instead).
 int workers_of(int bpr) { return bpr > 1 ? bpr - 1 : 1; }
 
-// The tables of a block holding the most tokens a worker holds, ceil(S /
-// nworkers): what the host sizes shared memory or the global slices by.
+// The most tokens a worker holds, ceil(S / nworkers).
+int block_tokens_of(const Config& c, int nworkers) { return (c.tokens + nworkers - 1) / nworkers; }
+
+// The tables of a block holding block_tokens_of tokens: what the host sizes
+// shared memory or the global slices by.
 TableLayout tables_for(const Config& c, int nworkers) {
-  return table_layout(c.ranks, c.experts, c.copy_slots, c.topk, (c.tokens + nworkers - 1) / nworkers);
+  return table_layout(c.ranks, c.experts, c.copy_slots, c.topk, block_tokens_of(c, nworkers));
 }
 
 }  // namespace
@@ -180,7 +183,7 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.NvS = static_cast<int>(NvS);
   p.bpr = c.bpr;
   p.nworkers = c.nworkers;
-  p.block_tokens = (config.tokens + c.nworkers - 1) / c.nworkers;
+  p.block_tokens = block_tokens_of(config, c.nworkers);
   p.tables = table_regions(tables);
 }
 
