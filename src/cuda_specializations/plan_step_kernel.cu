@@ -14,9 +14,10 @@
 // One launch holds either every rank as a group of bpr blocks (virtual
 // ranks, moonep/cuda_planner.hpp; plan_kernel_*_tables) or one rank of a
 // GPU world (moonep/gpu_world.hpp; plan_kernel_*_tables_world, the only
-// ones compiled with the world's code: see Block::world). Blocks 1..bpr-1 of a rank own a slice of its s_r
-// tokens each; block 0 (when bpr > 1) owns none, and stores the rank's
-// full layout while the others run steps 6-8.
+// ones compiled with the world's code: see Block::world). Blocks 1..bpr-1
+// of a rank own a slice of its s_r tokens each; block 0 (when bpr > 1)
+// owns none, and stores the rank's full layout while the others run steps
+// 6-8.
 //
 // Per step, per block:
 //   C1  the block's entries counted and ranked per warp (count_entries.cuh);
