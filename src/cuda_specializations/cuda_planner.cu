@@ -87,7 +87,8 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   check_cuda(cudaGetDevice(&s.device), "cudaGetDevice");
   const int R = config.ranks;
   // Virtual ranks: all R ranks' blocks in one launch, co-resident.
-  const impl::LaunchChoice choice = impl::choose_launch(config, options, s.device, R, "moonep::cuda::Planner");
+  const impl::LaunchChoice choice =
+      impl::choose_launch(config, options, s.device, R, impl::Launches::one_for_all_ranks, "moonep::cuda::Planner");
   s.kernel = choice.kernel;
   s.func = choice.func;
   s.bpr = choice.bpr;

@@ -296,7 +296,8 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   }
   {
     DeviceScope on(busiest);
-    choice = impl::choose_launch(config, Options{options.blocks_per_rank, options.kernel}, busiest, most, who);
+    choice = impl::choose_launch(config, Options{options.blocks_per_rank, options.kernel}, busiest, most,
+                                 impl::Launches::one_per_rank, who);
     if (peers) {
       const int mine[3] = {choice.bpr, static_cast<int>(choice.kernel), options.multicast ? 1 : 0};
       std::vector<int> all(3 * static_cast<std::size_t>(R));
@@ -312,7 +313,7 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
       for (int r = 0; r < R; ++r) bpr = std::min(bpr, all[3 * r]);
       const Kernel kernel = static_cast<Kernel>(all[1]);
       if (bpr != choice.bpr || kernel != choice.kernel) {
-        choice = impl::choose_launch(config, Options{bpr, kernel}, busiest, most, who);
+        choice = impl::choose_launch(config, Options{bpr, kernel}, busiest, most, impl::Launches::one_per_rank, who);
       }
       if (choice.bpr != bpr) {
         throw RuntimeError(std::string(who) + ": the processes' devices cannot run the same launch (" +

@@ -56,7 +56,7 @@ void check_cuda(cudaError_t err, const char* what) {
 }
 
 LaunchChoice choose_launch(const Config& config, const Options& options, int device, int resident_ranks,
-                           const char* who) {
+                           Launches launches, const char* who) {
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   if (!prop.cooperativeLaunch) throw RuntimeError(std::string(who) + ": the CUDA device does not support cooperative launches");
@@ -72,8 +72,11 @@ LaunchChoice choose_launch(const Config& config, const Options& options, int dev
                "cudaFuncSetAttribute");
     return m;
   };
-  const void* const shared_func = reinterpret_cast<const void*>(plan_kernel_shared_tables);
-  const void* const global_func = reinterpret_cast<const void*>(plan_kernel_global_tables);
+  const bool world = launches == Launches::one_per_rank;
+  const void* const shared_func =
+      reinterpret_cast<const void*>(world ? plan_kernel_shared_tables_world : plan_kernel_shared_tables);
+  const void* const global_func =
+      reinterpret_cast<const void*>(world ? plan_kernel_global_tables_world : plan_kernel_global_tables);
   const i64 max_shared = max_dynamic_of(shared_func);
   // Blocks co-resident on the device for a kernel and its shared memory,
   // at most TuningPolicy::blocks_per_sm per SM (every block plans the

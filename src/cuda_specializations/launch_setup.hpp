@@ -23,8 +23,18 @@
 
 namespace moonep::cuda::impl {
 
+// The planning kernels (plan_step_kernel.cu): shared or global tables, for
+// virtual ranks (every rank in one launch) or for one rank of a GPU world
+// (one launch per rank; the only ones with the code a world needs: the
+// wait for the previous step's end on every rank, NVLink multicast).
 __global__ void plan_kernel_shared_tables(const __grid_constant__ KernelParams p);
 __global__ void plan_kernel_global_tables(const __grid_constant__ KernelParams p);
+__global__ void plan_kernel_shared_tables_world(const __grid_constant__ KernelParams p);
+__global__ void plan_kernel_global_tables_world(const __grid_constant__ KernelParams p);
+
+// Who launches the kernel: the virtual-rank Planner (one launch holds
+// every rank) or a GpuWorld (one launch per rank).
+enum class Launches { one_for_all_ranks, one_per_rank };
 
 // The status a launch starts from (no bad entry, nothing late).
 inline constexpr DeviceStatus kCleanStatus{~0ull, ~0ull, ~0ull, 0u, 0u};
@@ -49,7 +59,7 @@ struct LaunchChoice {
 // (the cross-rank waits need every arrival to be running). Throws
 // RuntimeError naming the limit when none fits. `who` starts messages.
 LaunchChoice choose_launch(const Config& config, const Options& options, int device, int resident_ranks,
-                           const char* who);
+                           Launches launches, const char* who);
 
 // Every field of KernelParams that follows from the configuration and the
 // choice: sizes, the three chunk layouts, the tables' regions (and with

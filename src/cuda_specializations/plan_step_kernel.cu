@@ -12,10 +12,12 @@
 // plans.
 //
 // One launch holds either every rank as a group of bpr blocks (virtual
-// ranks, moonep/cuda_planner.hpp) or one rank of a GPU world
-// (moonep/gpu_world.hpp). Blocks 1..bpr-1 of a rank own a slice of its s_r
-// tokens each; block 0 (when bpr > 1) owns none, and stores the rank's
-// full layout while the others run steps 6-8.
+// ranks, moonep/cuda_planner.hpp; plan_kernel_*_tables) or one rank of a
+// GPU world (moonep/gpu_world.hpp; plan_kernel_*_tables_world, the only
+// ones compiled with the world's code: see Block::world). Blocks 1..bpr-1
+// of a rank own a slice of its s_r tokens each; block 0 (when bpr > 1)
+// owns none, and stores the rank's full layout while the others run steps
+// 6-8.
 //
 // Per step, per block:
 //   C1  the block's entries counted and ranked per warp (count_entries.cuh);
@@ -152,9 +154,9 @@ __device__ __forceinline__ void dedup_tile(const Block& b, const Tables& t, int 
   else step8_rows(b, nt, s_d, s_dst, t.mask + tk0, t.gb, t.lb, t.cnt);
 }
 
-template <bool kGlobal>
+template <bool kGlobal, bool kWorld>
 __device__ __forceinline__ void plan_step(const KernelParams& p) {
-  const Entry entry = enter_kernel(p);
+  const Entry entry = enter_kernel(p, kWorld);
   Block b = entry.b;
   const unsigned epoch_now = entry.epoch_now;
   const int R = p.R, E = p.E, K = p.K, B = p.B, NvS = p.NvS;
@@ -244,7 +246,7 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
       t.cnt[r] = 0;
     }
     if (zt == 0) *t.nprim = 0;
-    if (p.mc_sym || b.rank == 0) {
+    if (b.mc() || b.rank == 0) {
       // The other parity's gathered counts (this block's copy: rank 0's, or
       // with multicast each rank's own) were last read in the step before;
       // zero them for the step after.
@@ -301,11 +303,19 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
 }  // namespace
 
 __global__ void MOONEP_KERNEL_BOUNDS plan_kernel_shared_tables(const __grid_constant__ KernelParams p) {
-  plan_step<false>(p);
+  plan_step<false, false>(p);
 }
 
 __global__ void MOONEP_KERNEL_BOUNDS plan_kernel_global_tables(const __grid_constant__ KernelParams p) {
-  plan_step<true>(p);
+  plan_step<true, false>(p);
+}
+
+__global__ void MOONEP_KERNEL_BOUNDS plan_kernel_shared_tables_world(const __grid_constant__ KernelParams p) {
+  plan_step<false, true>(p);
+}
+
+__global__ void MOONEP_KERNEL_BOUNDS plan_kernel_global_tables_world(const __grid_constant__ KernelParams p) {
+  plan_step<true, true>(p);
 }
 
 }  // namespace moonep::cuda::impl

@@ -103,7 +103,7 @@ __device__ __forceinline__ void publish_block_totals(const Block& b, const Table
   const i64 row = static_cast<i64>(b.rank) * E;
   std::int32_t* tall = b.tpe_all(b.epoch) + row;
   std::int32_t* mc_tall =
-      p.mc_sym ? p.mc_sym + p.sym.tpe_all + static_cast<i64>(b.epoch & 1u) * p.sym.tpe_half + row : nullptr;
+      b.mc() ? b.mc() + p.sym.tpe_all + static_cast<i64>(b.epoch & 1u) * p.sym.tpe_half + row : nullptr;
   MOONEP_ROLLED
   for (int e = b.tid; e < E; e += kThreads) {
     // Every warp's count first, then the bases: the compiler cannot tell

@@ -27,6 +27,15 @@ struct Block {
   const KernelParams& p;
   int g, lb, rank, tid, lane, warp;
   unsigned epoch;
+  // A launch of a GPU world's rank (plan_kernel_*_world), a compile-time
+  // constant of each kernel: only such a launch may run beside another
+  // rank's previous step or use NVLink multicast. The virtual-rank kernels
+  // compile none of that code: the kernel is fetched anew at every launch
+  // (see MOONEP_ROLLED), so code a launch never runs still costs it time.
+  bool world;
+
+  // The GPU world's multicast mapping of the symmetric buffer, or null.
+  __device__ std::int32_t* mc() const { return world ? p.mc_sym : nullptr; }
 
   __device__ std::int32_t* chunk(int r) const { return p.sym_base + r * p.sym_stride; }
   __device__ std::int32_t* loc() const { return p.loc_base + g * p.loc_stride; }
@@ -36,7 +45,7 @@ struct Block {
   // The copy of the gathered counts and counters this block reads: rank
   // 0's (unicast: everybody adds into rank 0's chunk), or its own rank's
   // (multicast: every addition reaches every chunk).
-  __device__ std::int32_t* sym_home() const { return p.mc_sym ? chunk(rank) : chunk(0); }
+  __device__ std::int32_t* sym_home() const { return mc() ? chunk(rank) : chunk(0); }
   // Gathered tokens_per_expert [R][E] of a step (its parity), as read.
   __device__ std::int32_t* tpe_all(unsigned step) const {
     return sym_home() + p.sym.tpe_all + static_cast<i64>(step & 1u) * p.sym.tpe_half;
@@ -45,13 +54,13 @@ struct Block {
   __device__ RankCounter counter(Ctrl which) const {
     const i64 at = p.sym.ctrl + static_cast<i64>(which) * kCtrlStride;
     unsigned* home = reinterpret_cast<unsigned*>(sym_home() + at);
-    if (p.mc_sym) return RankCounter{reinterpret_cast<unsigned*>(p.mc_sym + at), home, true};
+    if (mc()) return RankCounter{reinterpret_cast<unsigned*>(mc() + at), home, true};
     return RankCounter{home, home, false};
   }
   // Every rank's blocks run as separate launches (a GPU world): a step may
   // begin on this rank while another rank is still finishing the previous
   // one (see plan_step_kernel.cu, the kDone counter).
-  __device__ bool separate_launches() const { return p.groups < p.R; }
+  __device__ bool separate_launches() const { return world && p.groups < p.R; }
 };
 
 __device__ __forceinline__ void record(unsigned long long* word, int rank, i64 index) {
@@ -98,14 +107,14 @@ struct Entry {
   Block b;
   unsigned epoch_now;  // thread 0's load of the rank's epoch; 0 elsewhere
 };
-__device__ __forceinline__ Entry enter_kernel(const KernelParams& p) {
+__device__ __forceinline__ Entry enter_kernel(const KernelParams& p, bool world) {
   trace_clock(p, kTracePoints - 2);
   trace_sm(p);
   const int g = blockIdx.x / p.bpr;
   const unsigned epoch_now =
       threadIdx.x == 0 ? *reinterpret_cast<volatile unsigned*>(p.loc_base + g * p.loc_stride + p.loc.epoch) : 0u;
   return Entry{Block{p, g, static_cast<int>(blockIdx.x % p.bpr), p.rank_base + g, static_cast<int>(threadIdx.x),
-                     static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u},
+                     static_cast<int>(threadIdx.x & 31), static_cast<int>(threadIdx.x >> 5), 0u, world},
                epoch_now};
 }
 
