@@ -22,7 +22,8 @@
 //                step), 20 steps, no phase trace
 //   --headline   only the headline configuration (blocks_per_rank 32, 16
 //                and global tables; ragged at 32 with both placements)
-//                and its phase trace: a quick A/B of a kernel change
+//                and the phase trace of its full and of its ragged
+//                step: a quick A/B of a kernel change
 //   --gpu-world  the GpuWorld's per-rank launches (R streams, and one graph
 //                of R kernel nodes) next to the virtual-rank kernel at the
 //                headline (with --smoke: a small shape), with the
@@ -246,7 +247,7 @@ std::vector<const char*> trace_names() {
           "step 4 done (destination 0)"};
 }
 
-void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
+void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, bool ragged = false) {
   const int stride = 24;
   const int blocks_max = c.ranks * bpr;
   unsigned long long* d_trace = nullptr;
@@ -262,14 +263,19 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel) {
   const int npoints = static_cast<int>(names.size());
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   const DeviceRouting d(routing);
-  for (int i = 0; i < 20; ++i) planner.plan(d.ptrs(), nullptr, nullptr);
+  // A ragged step: the counts of ragged_counts.hpp, as bench() times it.
+  std::unique_ptr<DeviceRouting> counts;
+  if (ragged) counts = std::make_unique<DeviceRouting>(moonep::Routing{moonep::perf::ragged_counts(c)});
+  const int32_t* d_counts = ragged ? counts->ptrs()[0] : nullptr;
+  for (int i = 0; i < 20; ++i) planner.plan(d.ptrs(), nullptr, nullptr, d_counts);
   planner.check(nullptr);
   std::vector<unsigned long long> t(static_cast<size_t>(blocks) * stride);
   ok(cudaMemcpy(t.data(), d_trace, t.size() * 8, cudaMemcpyDeviceToHost), "trace copy");
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < blocks; ++b) t0 = std::min(t0, t[b * stride]);
-  std::printf("\nphase trace, %s, blocks_per_rank=%d, kernel %s (us since the first block started; first "
-              "and last block to pass)\n", moonep::describe(c).c_str(), planner.blocks_per_rank(),
+  std::printf("\nphase trace, %s%s, blocks_per_rank=%d, kernel %s (us since the first block started; first "
+              "and last block to pass)\n", moonep::describe(c).c_str(), ragged ? " (ragged step)" : "",
+              planner.blocks_per_rank(),
               moonep::cuda::kernel_name(planner.kernel()));
   // Per point also what it took inside each block: the time since the
   // block's previous stamp (median and slowest block), which the first /
@@ -523,6 +529,7 @@ int main(int argc, char** argv) {
   try {
     if (!smoke) {
       trace(head, 32, Kernel::automatic);
+      trace(head, 32, Kernel::automatic, true);
       if (!headline) trace(head, 32, Kernel::global_tables);
     }
     for (const auto& c : smoke ? smoke_configs : headline ? headline_configs : full_configs) {

@@ -8,9 +8,9 @@
 # out in build-ab-NAME/src as a detached worktree and built with that
 # revision's own scripts/bundle_gpu.sh); only the first of bundle_gpu.sh's
 # builds is made (Debian's Kokkos + the CUDA specialization). Its
-# test_cuda_planner and moonep_gpu_bench go to .bundle/NAME; the shared
-# libraries they need to .bundle/lib once, and .bundle/ab.sh runs on the GPU
-# machine:
+# test_cuda_planner, test_gpu_world and moonep_gpu_bench go to
+# .bundle/NAME; the shared libraries they need to .bundle/lib once, and
+# .bundle/ab.sh runs on the GPU machine:
 #   bash .bundle/ab.sh [NAME ...]   (default: every variant, in order,
 #                                    AB_ROUNDS times, default 3)
 # Per variant it runs the unit tests (pass/fail line; once per variant
@@ -59,6 +59,7 @@ for spec in "$@"; do
     { tail -20 "$tmp.log" >&2; echo "gpu_ab.sh: building $name failed (log: $tmp.log)" >&2; exit 1; }
   mkdir -p "$BUNDLE/$name" "$BUNDLE/lib"
   cp "$tmp/bin/test_cuda_planner" "$tmp/bin/moonep_gpu_bench" "$BUNDLE/$name/"
+  [ -x "$tmp/bin/test_gpu_world" ] && cp "$tmp/bin/test_gpu_world" "$BUNDLE/$name/"
   cp -n "$tmp"/lib/* "$BUNDLE/lib/" 2>/dev/null || true
   echo "${rev:+revision $rev ($commit) }${flags:-no extra flags}" > "$BUNDLE/$name/FLAGS"
   rm -rf "$tmp" "$tmp.log"
