@@ -83,6 +83,25 @@ __device__ __forceinline__ int store_group(const KernelParams& p, std::int32_t* 
   return start + padded;
 }
 
+// src_info -1 in a group's padding (n < tp slots from `at`), by one
+// thread: in 16-byte stores from the first aligned slot. Each thread pads
+// its own group, so a warp's store lands in up to 32 places: 16 bytes a
+// place take a quarter of the instructions word stores did. The padding
+// is block 0's longest work, more so in a ragged step (small groups leave
+// more of each tp-run as padding), where word stores made block 0 the
+// step's last block.
+__device__ __forceinline__ void fill_padding(std::int32_t* at, int n) {
+  const int head = min(n, static_cast<int>((4u - ((reinterpret_cast<uintptr_t>(at) >> 2) & 3u)) & 3u));
+  MOONEP_ROLLED
+  for (int x = 0; x < head; ++x) at[x] = -1;
+  int4* q = reinterpret_cast<int4*>(at + head);
+  const int quads = (n - head) >> 2;
+  MOONEP_ROLLED
+  for (int i = 0; i < quads; ++i) q[i] = make_int4(-1, -1, -1, -1);
+  MOONEP_ROLLED
+  for (int x = head + 4 * quads; x < n; ++x) at[x] = -1;
+}
+
 // This block's rank d (block 0 only): cu_seqlens and the zero-fill ranges
 // over all E+B groups, each thread a contiguous run of groups, one
 // block-wide scan; src_info -1 in every group's padding and in the tail
@@ -111,8 +130,7 @@ __device__ void store_layout(const Block& b, const Tables& t) {
     const int ex = expert_of(g);
     const int count = ex >= 0 ? alloc_of(t, as, ex, d) : 0;
     const int end = store_group(p, od, g, start, count);
-    MOONEP_ROLLED
-    for (int x = start + count; x < end; ++x) si[x] = -1;
+    fill_padding(si + start + count, end - start - count);
     start = end;
   }
   // The tail: from the end of the last group (its thread knows it) to NvS.
