@@ -35,7 +35,9 @@ using namespace moonep::test;
 
 moonep::HostPlan plan_on_gpu(moonep::cuda::Planner& planner, const DeviceRouting& dr) {
   planner.plan(dr.topk(), dr.tpe(), nullptr);
-  return planner.copy_out(nullptr);
+  moonep::HostPlan plan = planner.copy_out(nullptr);
+  require_entries(planner.config(), {}, [&](int r) { return planner.rank_plan(r); });
+  return plan;
 }
 
 // A planner with the blocks per rank and kernel given (every test that
@@ -85,6 +87,7 @@ void require_ragged_matches_reference(const Config& c, const Routing& full, cons
     const moonep::HostPlan gpu = planner.copy_out(nullptr);
     REQUIRE(gpu.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
     REQUIRE(moonep::plan_difference(gpu, ref) == "");
+    require_entries(c, tokens, [&](int r) { return planner.rank_plan(r); });
   }
 }
 
@@ -303,7 +306,8 @@ TEST_CASE("cuda planner: one captured CUDA graph replays steps of any counts", "
   DeviceRouting live(c, make_routing(c, Shape::skew, 1));
   DeviceCounts counts(c, moonep::TokensPerRank(8, c.tokens));
   const CapturedGraph graph([&](cudaStream_t s) { planner.plan(live.topk(), nullptr, s, counts.data()); });
-  require_graph_replays(c, graph, live, counts, 100, [&] { return planner.copy_out(graph.stream()); });
+  require_graph_replays(c, graph, live, counts, 100, [&] { return planner.copy_out(graph.stream()); },
+                        [&](int r) { return planner.rank_plan(r); });
 }
 
 TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the plan alone", "[cuda][sanitize]") {

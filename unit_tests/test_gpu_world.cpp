@@ -65,7 +65,9 @@ WorldOptions options_with(Kernel kernel, bool system_scope, int bpr = WorldOptio
 
 moonep::HostPlan plan_world(GpuWorld& world, const DeviceRouting& dr) {
   world.plan(dr.topk(), dr.tpe(), nullptr);
-  return world.copy_out();
+  moonep::HostPlan plan = world.copy_out();
+  require_entries(world.config(), {}, [&](int r) { return world.rank_plan(r); });
+  return plan;
 }
 
 // Both kernels, both scopes, against the reference.
@@ -180,6 +182,7 @@ TEST_CASE("gpu world plans ragged steps like the reference", "[gpu_world][ragged
       const moonep::HostPlan got = world.copy_out();
       REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(k.tokens));
       REQUIRE(moonep::plan_difference(got, ref) == "");
+      require_entries(k.c, k.tokens, [&](int r) { return world.rank_plan(r); });
     }
   }
 }
@@ -215,7 +218,8 @@ TEST_CASE("gpu world: one captured CUDA graph replays steps of any counts", "[gp
   DeviceRouting live(c, make_routing(c, Shape::skew, 1));
   DeviceCounts counts(c, moonep::TokensPerRank(8, c.tokens));
   const CapturedGraph graph([&](cudaStream_t origin) { world.plan(live.topk(), nullptr, origin, counts.per_rank()); });
-  require_graph_replays(c, graph, live, counts, 200, [&] { return world.copy_out(); });
+  require_graph_replays(c, graph, live, counts, 200, [&] { return world.copy_out(); },
+                        [&](int r) { return world.rank_plan(r); });
 }
 
 TEST_CASE("gpu world: bad input on one rank fails the step for all, and the world stays usable",

@@ -88,6 +88,12 @@ struct DeviceRankPlan {
 #define MOONEP_DEVICE_RANK_PLAN_MEMBER(name, ...) std::int32_t* name;
   MOONEP_PLAN_FIELDS(MOONEP_DEVICE_RANK_PLAN_MEMBER)
 #undef MOONEP_DEVICE_RANK_PLAN_MEMBER
+  // [1] the last step's N_r = s_r*K (S*K in a full step): how many of
+  // dst's entries it wrote. Written by the kernel, so a captured graph's
+  // replays keep it current without the host reading a count; 0 before
+  // the first step, and for a rank whose count was outside 0..S (that
+  // step is void: check() throws).
+  std::int32_t* entries;
 };
 
 // Whether a CUDA device is visible; reason in *why_not otherwise.

@@ -102,6 +102,7 @@ struct OutLayout {
 #define MOONEP_OUT_LAYOUT_OFFSET(name, ...) std::int64_t name;
   MOONEP_PLAN_FIELDS(MOONEP_OUT_LAYOUT_OFFSET)
 #undef MOONEP_OUT_LAYOUT_OFFSET
+  std::int64_t entries;  // [1] the step's N_r = s_r*K (DeviceRankPlan::entries)
   std::int64_t words;
 };
 

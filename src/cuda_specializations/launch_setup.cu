@@ -172,6 +172,7 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   }
   MOONEP_PLAN_FIELDS(MOONEP_OUT_REGION)
 #undef MOONEP_OUT_REGION
+  p.out.entries = out.take(4);
   p.out.words = (out.next + 63) / 64 * 64;
 
   p.R = R;

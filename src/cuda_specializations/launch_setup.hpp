@@ -90,6 +90,7 @@ inline DeviceRankPlan device_rank_plan(std::int32_t* o, const OutLayout& out) {
 #define MOONEP_DEVICE_PLAN_AT(name, ...) d.name = o + out.name;
   MOONEP_PLAN_FIELDS(MOONEP_DEVICE_PLAN_AT)
 #undef MOONEP_DEVICE_PLAN_AT
+  d.entries = o + out.entries;
   return d;
 }
 

@@ -245,7 +245,17 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
       t.ncand[r] = 0;
       t.cnt[r] = 0;
     }
-    if (zt == 0) *t.nprim = 0;
+    if (zt == 0) {
+      *t.nprim = 0;
+      // The rank's N_r, for DeviceRankPlan::entries (a load the block's
+      // wait hides). A bad count is 0 here and recorded by the workers
+      // (rank_tokens).
+      if (b.lb == 0) {
+        const std::int32_t* counts = p.counts[b.g];
+        const int sr = counts ? *counts : p.S;
+        b.out()[p.out.entries] = (sr >= 0 && sr <= p.S ? sr : 0) * K;
+      }
+    }
     if (b.mc() || b.rank == 0) {
       // The other parity's gathered counts (this block's copy: rank 0's, or
       // with multicast each rank's own) were last read in the step before;

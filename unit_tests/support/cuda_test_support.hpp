@@ -15,6 +15,7 @@
 
 #include "catch2_compat.hpp"
 #include "moonep/config.hpp"
+#include "moonep/cuda_planner.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/impl/splitmix64.hpp"
 #include "moonep/synthetic.hpp"
@@ -27,6 +28,19 @@ using moonep::Routing;
 
 inline void cuda_ok(cudaError_t err) {
   if (err != cudaSuccess) FAIL(std::string("CUDA: ") + cudaGetErrorString(err));
+}
+
+// Every rank's DeviceRankPlan::entries, which its kernel writes, must hold
+// its count of the step times K (`tokens`: the counts, or empty for a full
+// step, S each). rank_plan(r): the planner's or world's rank_plan.
+template <class RankPlanOf>
+void require_entries(const Config& c, const moonep::TokensPerRank& tokens, RankPlanOf rank_plan) {
+  for (int r = 0; r < c.ranks; ++r) {
+    std::int32_t n = -1;
+    cuda_ok(cudaMemcpy(&n, rank_plan(r).entries, sizeof n, cudaMemcpyDeviceToHost));
+    INFO("DeviceRankPlan::entries of rank " << r);
+    REQUIRE(n == (tokens.empty() ? c.tokens : tokens[static_cast<std::size_t>(r)]) * c.topk);
+  }
 }
 
 // A routing (and optional tokens_per_expert) held in device memory.
@@ -202,10 +216,11 @@ class CapturedGraph {
 // (routing) and `counts`, once per count vector of replay_counts(c, seed):
 // between replays only those buffers' contents change (a new routing cut
 // to the counts, the counts). Each plan, `copy_out()` after the replay,
-// must be the reference's for its counts.
-template <class CopyOut>
+// must be the reference's for its counts, and each rank's entries
+// (rank_plan(r).entries) its count times K.
+template <class CopyOut, class RankPlanOf>
 void require_graph_replays(const Config& c, const CapturedGraph& graph, DeviceRouting& live, DeviceCounts& counts,
-                           std::uint64_t seed, CopyOut copy_out) {
+                           std::uint64_t seed, CopyOut copy_out, RankPlanOf rank_plan) {
   const std::vector<moonep::TokensPerRank> steps = replay_counts(c, seed);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const moonep::TokensPerRank& tokens = steps[i];
@@ -218,6 +233,7 @@ void require_graph_replays(const Config& c, const CapturedGraph& graph, DeviceRo
     const moonep::HostPlan got = copy_out();
     REQUIRE(got.tokens_per_rank == std::optional<moonep::TokensPerRank>(tokens));
     REQUIRE(moonep::plan_difference(got, moonep::plan_reference(c, cut, nullptr, &tokens)) == "");
+    require_entries(c, tokens, rank_plan);
   }
 }
 

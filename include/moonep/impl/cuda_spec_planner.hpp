@@ -19,8 +19,8 @@
 //    from cuda::Planner::check() as InputError. Either way the planner
 //    stays usable.
 //  * A ragged step's counts stay on the device: the kernel reads them when
-//    it runs and RankPlanView::entries is written from them on exec's
-//    stream (DeviceStepEntries); plan() reads no count on the host.
+//    it runs and writes RankPlanView::entries (DeviceRankPlan::entries);
+//    plan() reads no count on the host and launches nothing else.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -60,12 +60,10 @@ class CudaSpecPlanner {
         exec_(exec),
         planner_(on_device(exec, config_)),
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
-        tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
-        entries_(config_) {
+        tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) {
       plan_.ranks.push_back(device_plan_views(config_, r, planner_.rank_plan(r)));
-      plan_.ranks.back().entries = entries_.of(r);
     }
     region_ = std::string("moonep::cuda::") + cuda::kernel_name(planner_.kernel());
   }
@@ -100,7 +98,6 @@ class CudaSpecPlanner {
     const std::int32_t* counts = tokens_per_rank ? tokens_per_rank->data() : nullptr;
     compat::ProfilingRegion kernel(region_);
     const cudaStream_t stream = exec_.cuda_stream();
-    entries_.write(exec_, counts);
     planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream, counts);
     planner_.check(stream);  // waits; InputError from the kernel's checks
     return plan_;
@@ -135,7 +132,6 @@ class CudaSpecPlanner {
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
   std::vector<const std::int32_t*> routing_, tpe_;
-  DeviceStepEntries entries_;
   std::string region_;
   plan_type plan_;
 };

@@ -19,9 +19,8 @@
 //    GpuWorld::check() as InputError. Either way nothing is left half done
 //    and the planner stays usable.
 //  * A ragged step's counts stay on the device: rank r's kernel reads
-//    tokens_per_rank(r) when it runs, and RankPlanView::entries is written
-//    from them on exec's stream (DeviceStepEntries); plan() reads no count
-//    on the host.
+//    tokens_per_rank(r) when it runs and writes RankPlanView::entries
+//    (DeviceRankPlan::entries); plan() reads no count on the host.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -59,13 +58,11 @@ class GpuWorldSpecPlanner {
         exec_(exec),
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
         tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
-        counts_(static_cast<std::size_t>(config_.ranks), nullptr),
-        entries_(config_) {
+        counts_(static_cast<std::size_t>(config_.ranks), nullptr) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) {
       local_.push_back(r);
       plan_.ranks.push_back(device_plan_views(config_, r, world_.rank_plan(r)));
-      plan_.ranks.back().entries = entries_.of(r);
     }
   }
 
@@ -95,7 +92,6 @@ class GpuWorldSpecPlanner {
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
       counts_[r] = counts ? counts + r : nullptr;
     }
-    entries_.write(exec_, counts);
     world_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, exec_.cuda_stream(),
                 counts ? counts_.data() : nullptr);
     world_.check();  // waits; InputError from the kernels' checks, RuntimeError for a rank that never came
@@ -133,7 +129,6 @@ class GpuWorldSpecPlanner {
   Kokkos::Cuda exec_;
   std::vector<int> local_;
   std::vector<const std::int32_t*> routing_, tpe_, counts_;  // by rank, for GpuWorld::plan
-  DeviceStepEntries entries_;
   plan_type plan_;
 };
 
