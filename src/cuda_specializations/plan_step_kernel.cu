@@ -250,11 +250,7 @@ __device__ __forceinline__ void plan_step(const KernelParams& p) {
       // The rank's N_r, for DeviceRankPlan::entries (a load the block's
       // wait hides). A bad count is 0 here and recorded by the workers
       // (rank_tokens).
-      if (b.lb == 0) {
-        const std::int32_t* counts = p.counts[b.g];
-        const int sr = counts ? *counts : p.S;
-        b.out()[p.out.entries] = (sr >= 0 && sr <= p.S ? sr : 0) * K;
-      }
+      if (b.lb == 0) b.out()[p.out.entries] = max(read_count(p, b.g), 0) * K;
     }
     if (b.mc() || b.rank == 0) {
       // The other parity's gathered counts (this block's copy: rank 0's, or

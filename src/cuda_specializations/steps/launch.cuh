@@ -163,15 +163,22 @@ __device__ __forceinline__ i64 warp_entries_begin(const Slice& s, int K, int w) 
   return e0 + n * w / kWarps;
 }
 
-// This rank's token count: S, or the count in device memory for a ragged
-// step. A count outside 0..S is recorded (the host names it) and the rank
-// plans no tokens: nothing is read or written out of bounds, and every
-// block of the rank agrees, so the step still completes.
-__device__ __forceinline__ int rank_tokens(const Block& b) {
-  const std::int32_t* c = b.p.counts[b.g];
-  if (!c) return b.p.S;
+// Group g's token count as read: S, or the count in device memory for a
+// ragged step; -1 for a count outside 0..S.
+__device__ __forceinline__ int read_count(const KernelParams& p, int g) {
+  const std::int32_t* c = p.counts[g];
+  if (!c) return p.S;
   const int s = *c;
-  if (s >= 0 && s <= b.p.S) return s;
+  return s >= 0 && s <= p.S ? s : -1;
+}
+
+// This rank's token count (read_count). A count outside 0..S is recorded
+// (the host names it) and the rank plans no tokens: nothing is read or
+// written out of bounds, and every block of the rank agrees, so the step
+// still completes.
+__device__ __forceinline__ int rank_tokens(const Block& b) {
+  const int s = read_count(b.p, b.g);
+  if (s >= 0) return s;
   if (b.tid == 0) record(&b.p.status->bad_count, b.rank, 0);
   return 0;
 }
