@@ -1,9 +1,10 @@
 // A planning block's tables as the CUDA kernel lays them out (table_layout.hpp,
 // plain C++), checked on the host so CI covers it without a GPU: every
 // region 16-byte aligned and large enough, no two regions of the same time
-// overlapping, and C1's peer words inside the space of sorted .. bb that
-// C1 leaves unused (padded where that space is smaller), never over the
-// entries and ranks C1 writes or the histograms after them.
+// overlapping, C1's peer words inside the space of sorted .. bb that C1
+// leaves unused (padded where that space is smaller), never over the
+// entries and ranks C1 writes or the histograms after them, and eoff in
+// hist's space.
 #include "catch2_compat.hpp"
 
 #include <cstdint>
@@ -24,11 +25,13 @@ using moonep::cuda::impl::TableLayout;
 
 struct Shape { int R, E, B, K, block_tokens; };
 
-// (name, offset, words it must hold), in layout order.
+// (name, offset, words it must hold), in layout order, written out by hand
+// from what each step stores (an expectation independent of
+// block_tables.hpp's list); the shared regions peer and eoff are checked
+// apart.
 std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regions(const TableLayout& l,
                                                                                      const Shape& s) {
   const std::int64_t ne = static_cast<std::int64_t>(s.block_tokens) * s.K, E = s.E, R = s.R;
-  const std::int64_t rows = R > kWarps ? R : kWarps;
   return {{"ent", {l.ent, ne}},
           {"pos", {l.pos, ne}},
           {"sorted", {l.sorted, ne}},
@@ -39,25 +42,36 @@ std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> regio
           {"key", {l.key, E}},
           {"rem", {l.rem, E}},
           {"bb", {l.bb, E}},
-          {"hist", {l.hist, rows * E}},
+          {"hist", {l.hist, kWarps * E}},
           {"acum", {l.acum, E * acum_stride(s.R)}},
           {"cand", {l.cand, 2 * E}},
           {"cslot", {l.cslot, E}},
           {"etc", {l.etc, R * s.B}},
           {"mark", {l.mark, R * mark_words(s.E)}},
-          {"small", {l.small, 9 * round_up4(R) + kWarps + 1}},
+          {"load", {l.load, R}},
+          {"bal", {l.bal, R}},
+          {"from", {l.from, R}},
+          {"quota", {l.quota, R}},
+          {"ncand", {l.ncand, R}},
+          {"copies", {l.copies, R}},
+          {"cnt", {l.cnt, R}},
+          {"gb", {l.gb, R}},
+          {"lb", {l.lb, R}},
+          {"scan", {l.scan, kWarps}},
+          {"nprim", {l.nprim, 1}},
           {"sip", {l.sip, 2 * R}}};
 }
 
 }  // namespace
 
-TEST_CASE("planning tables: aligned regions that do not overlap; C1's peer words fit sorted .. bb",
+TEST_CASE("planning tables: aligned regions that do not overlap; the shared ones fit their space",
           "[cuda_layout]") {
   std::vector<Shape> shapes = {
       {8, 256, 32, 8, 274},   // the headline: sorted .. bb holds the peer words
       {8, 1024, 32, 8, 274},  // E = 1024: the peer words need padding
       {1, 4, 2, 2, 7},        {2, 8, 2, 2, 4},     {3, 12, 4, 4, 14},  {16, 256, 32, 8, 512},
       {32, 2048, 2, 2, 3},    {128, 128, 1, 1, 1}, {4, 8, 5, 3, 20},   {8, 64, 200, 8, 35},
+      {32, 64, 2, 2, 40},     // R > kWarps: eoff [R][E] outgrows hist [kWarps][E]
   };
   for (int R : {1, 2, 5, 8, 17})
     for (int epn : {1, 3, 32})
@@ -79,8 +93,22 @@ TEST_CASE("planning tables: aligned regions that do not overlap; C1's peer words
     CHECK(l.peer % 4 == 0);
     CHECK(l.peer >= l.pos + static_cast<std::int64_t>(s.block_tokens) * s.K);
     CHECK(l.peer + peer_words <= l.hist);
+    // eoff [R][E] (steps 4-5 on) in hist's space, before acum.
+    CHECK(l.eoff == l.hist);
+    CHECK(l.eoff + static_cast<std::int64_t>(s.R) * s.E <= l.acum);
     CHECK(l.words % 4 == 0);
   }
+}
+
+TEST_CASE("planning tables: the headline's layout is the one measured (no layout change unnoticed)",
+          "[cuda_layout]") {
+  // The offsets the kernel's figures in perf_tests/README.md were measured
+  // with (R=8 E=256 B=32 K=8, 274 tokens a block).
+  const TableLayout l = table_layout(8, 256, 32, 8, 274);
+  CHECK(l.peer == 4384);
+  CHECK(l.hist == 12260);
+  CHECK(l.sip == 19840);
+  CHECK(l.words == 19856);
 }
 
 TEST_CASE("CUDA kernel: the destination search's first step covers ranks 0 .. R-1 and no more",

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "block_tables.hpp"
 #include "moonep/impl/plan_fields.hpp"
 
 namespace moonep::cuda::impl {
@@ -120,13 +121,15 @@ struct DeviceStatus {
   unsigned int late;
 };
 
-// A block's tables (table_layout.hpp), in int32 words from the start of
-// its dynamic shared memory or of its slice of the global tables: computed
-// once by the host (carved on the device, that layout's 64-bit arithmetic
-// was some 200 instructions on every block's way to its first routing
-// loads).
+// A block's tables (block_tables.hpp), in int32 words from the start of
+// its dynamic shared memory or of its slice of the global tables: placed
+// once by the host (table_layout.hpp; carved on the device, that layout's
+// 64-bit arithmetic was some 200 instructions on every block's way to its
+// first routing loads).
 struct TableRegions {
-  int ent, pos, sorted, sexp, dd, mask, base, key, rem, bb, hist, acum, cand, cslot, etc, mark, peer, small, sip;
+#define MOONEP_TABLE_REGION_OFFSET(name, ...) int name;
+  MOONEP_BLOCK_TABLES(MOONEP_TABLE_REGION_OFFSET, MOONEP_TABLE_REGION_OFFSET)
+#undef MOONEP_TABLE_REGION_OFFSET
 };
 
 struct KernelParams {
@@ -164,6 +167,9 @@ struct KernelParams {
   // sym_base's): an NVLink multicast mapping, or null for unicast.
   std::int32_t* mc_sym;
 };
+// Kernel parameters are passed by value: 4 KiB is the limit every CUDA
+// version and architecture takes.
+static_assert(sizeof(KernelParams) <= 4096, "KernelParams must fit the 4 KiB kernel parameter space");
 
 // Row stride of acum [E][stride]: odd, so that lookups of 32 random
 // experts spread over the shared-memory banks (8-way conflicts at R = 8
