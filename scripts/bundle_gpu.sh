@@ -63,7 +63,7 @@ collect() {
 
 # ---- build 1: Debian's Kokkos + the CUDA specialization ----
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
+  -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
 targets=(test_cuda_planner test_gpu_world moonep_gpu_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
@@ -81,7 +81,7 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   fi
   cmake -S "$ROOT" -B "$KBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DKokkos_ROOT="$KROOT" -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" \
-    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
+    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
     -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
   ktargets=()
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
@@ -100,7 +100,7 @@ fi
 if [ "${MOONEP_BUNDLE_MPI:-1}" = 1 ] && [ -x /usr/bin/orterun ]; then
   MBUILD=${MPI_BUILD_DIR:-$ROOT/build-gpu-mpi}
   cmake -S "$ROOT" -B "$MBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
+    -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
     -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=OFF -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
   mtargets=(test_gpu_world_mpi moonep-plan moonep_check_plan_file)
   cmake --build "$MBUILD" -j"$JOBS" --target "${mtargets[@]}"

@@ -6,7 +6,7 @@
 // kernel) and one graph replayed over new counts; bad input on one rank; a
 // rank that never launches (the others give up within the bound, the next
 // step plans); the refusals of NVLink multicast (never created here: see
-// below).
+// test_cuda_main.cpp).
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -21,16 +21,11 @@
 #include "catch2_compat.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
+#include "moonep/moonep_config.hpp"
 #include "moonep/reference.hpp"
 #include "support/cuda_test_support.hpp"
 
 namespace {
-
-// No test may create an NVLink multicast object (shared machines): this
-// binary forbids it before any test runs, in its static initialisation as
-// well as in its main (test_cuda_main.cpp), so a world asking for it is
-// refused whatever a check or the caller's environment says.
-const bool multicast_forbidden = setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0;
 
 using moonep::Config;
 using moonep::Routing;
@@ -306,13 +301,11 @@ TEST_CASE("gpu world refuses what it cannot build, clearly", "[gpu_world][saniti
   REQUIRE(moonep::plan_difference(plan_world(world, dr), moonep::plan_reference(c, routing)) == "");
 }
 
-// The multicast opt-in is refused before any multicast object exists: ranks
-// sharing a device first (whatever the environment), then the environment
-// (MOONEP_FORBID_MULTICAST, which this binary always sets). After each
-// refusal a unicast world on the same devices plans like the reference.
-TEST_CASE("gpu world refuses multicast on a shared device and where the environment forbids it", "[gpu_world]") {
-  REQUIRE(multicast_forbidden);
-  REQUIRE(std::string(std::getenv("MOONEP_FORBID_MULTICAST")) == "1");
+// The multicast opt-in is refused before any multicast object exists: in a
+// build without it (the default), every world that asks; in one with it,
+// ranks sharing a device first. After each refusal a unicast world on the
+// same devices plans like the reference.
+TEST_CASE("gpu world refuses multicast where it is not built or ranks share a device", "[gpu_world]") {
   WorldOptions mc;
   mc.multicast = true;
   // A unicast world on the same devices plans like the reference.
@@ -325,15 +318,19 @@ TEST_CASE("gpu world refuses multicast on a shared device and where the environm
   };
 
   const Config two{2, 8, 2, 16, 2, 4};
+  const Config one{1, 4, 2, 7, 2, 2};
+#if MOONEP_HAVE_MULTICAST
   REQUIRE_THROWS_WITH(GpuWorld(two, on_device_zero(2), mc),
                       "moonep::cuda::GpuWorld: multicast needs every rank on its own device, but ranks 0 and 1 are "
                       "on device 0; no multicast object was created");
   unicast_plans(two);
-
-  const Config one{1, 4, 2, 7, 2, 2};
-  REQUIRE(setenv("MOONEP_FORBID_MULTICAST", "1", 1) == 0);
-  REQUIRE_THROWS_WITH(GpuWorld(one, on_device_zero(1), mc),
-                      "moonep::cuda::GpuWorld: multicast is forbidden in this process by MOONEP_FORBID_MULTICAST=1 "
-                      "(set where a multicast object must never be created); no multicast object was created");
+#else
+  const std::string not_built =
+      "moonep::cuda::GpuWorld: this MoonEP was built without NVLink multicast (configure with "
+      "-DMoonEP_ENABLE_MULTICAST=ON to build it); no multicast object was created";
+  REQUIRE_THROWS_WITH(GpuWorld(two, on_device_zero(2), mc), not_built);
+  unicast_plans(two);
+  REQUIRE_THROWS_WITH(GpuWorld(one, on_device_zero(1), mc), not_built);
   unicast_plans(one);
+#endif
 }

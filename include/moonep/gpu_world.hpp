@@ -60,12 +60,12 @@ struct WorldOptions {
   // the path a multi-GPU world takes.
   bool system_scope = false;
   // NVLink multicast for the gathered counts and counters (docs/backends.md,
-  // "NVLink multicast"). Off by default. When on, the constructor refuses
-  // (RuntimeError naming the reason, before any multicast object exists),
-  // in this order, a world whose ranks do not each have their own device,
-  // any process with MOONEP_FORBID_MULTICAST set (not empty, not "0") in
-  // its environment (for shared machines where a multicast object must
-  // never be created), and devices without multicast support
+  // "NVLink multicast"). Off by default, and compiled only into a MoonEP
+  // configured with -DMoonEP_ENABLE_MULTICAST=ON (MOONEP_HAVE_MULTICAST):
+  // a build without it refuses every world that asks. When on, the
+  // constructor refuses (RuntimeError naming the reason, before any
+  // multicast object exists), in this order, a world whose ranks do not
+  // each have their own device and devices without multicast support
   // (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED). With one process per rank
   // every process must ask the same. Never run yet: compiled and reviewed.
   bool multicast = false;

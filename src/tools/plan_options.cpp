@@ -88,9 +88,10 @@ options:
                         LIST, e.g. 0,1,2,3 or 0,0,0,0 (default: every
                         visible GPU in turn)
   --multicast           with --world gpu: NVLink multicast for the gathered
-                        counts and counters; refused unless every rank has
-                        its own GPU with multicast support and
-                        MOONEP_FORBID_MULTICAST is unset (never run yet)
+                        counts and counters; refused unless MoonEP was
+                        built with MoonEP_ENABLE_MULTICAST and every rank
+                        has its own GPU with multicast support (never run
+                        yet)
   --mpi-world KIND      with --world mpi: auto (default: shared memory when
                         every rank is on one node, else MPI RMA) | shared |
                         rma

@@ -79,6 +79,8 @@ class Moonep(CMakePackage, CudaPackage):
             self.define_from_variant("MoonEP_ENABLE_TESTS", "tests"),
             self.define("MoonEP_ENABLE_PERF_TESTS", False),
             self.define("MoonEP_ENABLE_EXAMPLES", False),
+            # NVLink multicast has never been run: not offered as a variant.
+            self.define("MoonEP_ENABLE_MULTICAST", False),
         ]
         if spec.satisfies("+cuda"):
             archs = spec.variants["cuda_arch"].value

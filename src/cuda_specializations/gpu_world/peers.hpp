@@ -1,14 +1,17 @@
 // Private: what a GpuWorld that spans several processes needs from them
-// (gpu_world_mpi.cpp provides it over MPI; a world held by one process has
+// (mpi_peers.cpp provides it over MPI; a world held by one process has
 // none). Every call is collective over the world's processes, one process
 // per rank, and bounded in time: a process that does not come makes the
 // others throw RuntimeError instead of waiting forever.
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
 
 namespace moonep::cuda::impl {
@@ -31,6 +34,32 @@ struct WorldPeers {
   virtual int share_descriptor(int mine) = 0;
   virtual void barrier() = 0;
 };
+
+// Runs `step`, a part of a collective set-up. With peers every process
+// then learns whether all got through theirs, so that all throw alike (the
+// one that failed with its own error, the others naming it) and none waits
+// in a later step for a process that gave up; a collective, bounded as
+// every other. Without peers (one process) it just runs `step`.
+template <class Step>
+void all_or_none(WorldPeers* peers, const char* what, const std::string& who, Step&& step) {
+  std::exception_ptr failed;
+  try {
+    step();
+  } catch (...) {
+    if (!peers) throw;
+    failed = std::current_exception();
+  }
+  if (!peers) return;
+  const int mine = failed ? 1 : 0;
+  std::vector<int> all(static_cast<std::size_t>(peers->size()));
+  peers->allgather(&mine, sizeof mine, all.data());
+  if (failed) std::rethrow_exception(failed);
+  std::vector<int> bad;
+  for (int r = 0; r < peers->size(); ++r) {
+    if (all[r]) bad.push_back(r);
+  }
+  if (!bad.empty()) throw RuntimeError(who + ": " + ranks_text(bad) + " could not " + what + " (its own error says why)");
+}
 
 // One rank of a world of one process per rank: this process's rank of
 // `peers` on `device` (gpu_world.cu; the MPI start calls it).

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "moonep/error.hpp"
-#include "host_checks.hpp"
+#include "../host_checks.hpp"
 #include "moonep/mpi_world.hpp"
-#include "world_peers.hpp"
+#include "peers.hpp"
 
 namespace moonep::cuda {
 namespace {
