@@ -20,6 +20,7 @@
 #include "catch2_compat.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_mpi.hpp"
+#include "moonep/planner.hpp"
 #include "moonep/moonep_config.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
@@ -187,3 +188,50 @@ TEST_CASE("mpi gpu world: multicast not built, or with every process on one GPU,
   world->plan(mine.ptrs(), nullptr, nullptr);
   REQUIRE(moonep::plan_difference(world->copy_out(), moonep::plan_reference(c, routing)) == "");
 }
+
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+// moonep::Planner over a world of one process per rank (a Kokkos with CUDA):
+// each process's planner plans its own rank, in the same interface as
+// every other path, and its plan view is the reference's rank plan.
+TEST_CASE("mpi gpu world: Planner<Kokkos::Cuda, OnGpuWorld> plans each process's rank",
+          "[gpu_world][mpi][kokkos]") {
+  const int R = mpi_size(), me = mpi_rank();
+  const Kokkos::Cuda exec;
+  // Collective: every process runs the case or none does.
+  int usable = exec.cuda_device() == my_device() ? 1 : 0, all_usable = 0;
+  MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_usable) {
+    WARN("Kokkos' device is not every process's rank device here: skipped");
+    return;
+  }
+  const Config c{R, 8 * R, 4, 256, 4, 8};
+  auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
+  moonep::Planner<Kokkos::Cuda, moonep::OnGpuWorld> planner(c, *world, exec);
+  REQUIRE(planner.local_ranks() == std::vector<int>{me});
+  using View = Kokkos::View<const int32_t*, Kokkos::CudaSpace>;
+  for (int step = 0; step < 3; ++step) {
+    const Routing routing = moonep::synthetic_routing(c, 1.0 + step, 20 + step);
+    Kokkos::View<int32_t*, Kokkos::CudaSpace> mine("routing", routing[me].size());
+    Kokkos::deep_copy(exec, mine, Kokkos::View<const int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                      routing[me].data(), routing[me].size()));
+    const auto& plan = planner.plan(std::vector<View>{mine});
+    REQUIRE(plan.ranks.size() == 1);
+    REQUIRE(moonep::plan_difference(moonep::plan_reference(c, routing).ranks[me], plan.to_host(0)) == "");
+  }
+  // Bad input on one rank: the same words on every process, then a good step.
+  Routing bad = moonep::synthetic_routing(c, 1.0, 30);
+  if (R > 1) bad[1][5] = -3;
+  Kokkos::View<int32_t*, Kokkos::CudaSpace> mine("routing", bad[me].size());
+  Kokkos::deep_copy(exec, mine, Kokkos::View<const int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                    bad[me].data(), bad[me].size()));
+  if (R > 1) {
+    REQUIRE_THROWS_WITH(planner.plan(std::vector<View>{mine}), "routing[1][5] = -3 is not an expert id in [0, " +
+                                                                   std::to_string(c.experts) + ")");
+  }
+  const Routing good = moonep::synthetic_routing(c, 2.0, 31);
+  Kokkos::deep_copy(exec, mine, Kokkos::View<const int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                    good[me].data(), good[me].size()));
+  planner.plan(std::vector<View>{mine});
+  REQUIRE(moonep::plan_difference(moonep::plan_reference(c, good).ranks[me], planner.last_plan().to_host(0)) == "");
+}
+#endif

@@ -110,8 +110,10 @@ class Planner {
   Planner& operator=(const Planner&) = delete;
 
   // Enqueues one planning step on `stream` (asynchronous, no host sync).
-  // d_routing[r]: device pointer to rank r's expert ids (s_r*K of them,
-  // room for S*K). d_tpe: null, or an array of R device pointers (each may
+  // d_routing[r]: device pointer to rank r's expert ids (s_r*K of them).
+  // routing_len: null when every routing has room for S*K ids, else a
+  // host array of R lengths: a count s_r with s_r*K above rank r's length
+  // is refused (check()) and nothing past it is read. d_tpe: null, or an array of R device pointers (each may
   // be null) to tokens_per_expert[r]; given counts are checked in the
   // kernel. d_tokens_per_rank: null for a full step (every s_r = S), or a
   // device pointer to R counts s_r (docs/spec/planning.md, "Ragged
@@ -120,12 +122,14 @@ class Planner {
   // host arrays and are read during the call only. Errors found in the
   // kernel (bad expert id, count or tokens_per_expert) surface in check().
   void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
-            const std::int32_t* d_tokens_per_rank = nullptr);
+            const std::int32_t* d_tokens_per_rank = nullptr, const std::int64_t* routing_len = nullptr);
 
   // Waits for `stream` and throws InputError naming rank and index if the
-  // last plan() saw a bad expert id, a token count outside 0..S or a wrong
-  // tokens_per_expert (e.g. "routing[2][17] = 300 is not an expert id in
-  // [0, 256)"), or RuntimeError on an internal inconsistency. Resets the
+  // last plan() saw a bad expert id, a token count outside 0..S or above
+  // its routing's length, or a wrong tokens_per_expert, in the words of
+  // every other planner (validate_rank_input, moonep/reference.hpp; e.g.
+  // "routing[2][17] = 300 is not an expert id in [0, 256)"), or
+  // RuntimeError on an internal inconsistency. Resets the
   // error state, so the planner stays usable for the next step.
   void check(cudaStream_t stream);
 

@@ -96,24 +96,25 @@ class GpuWorld {
   bool multicast() const;  // the counts and counters go through NVLink multicast
 
   // Enqueues rank `rank`'s part of the step on `stream` (a stream of the
-  // rank's device): its routing (s_rank*K expert ids in device memory, room
-  // for S*K), optionally its tokens_per_expert (null: not checked) and
-  // optionally its token count (null: S; else a device pointer to s_rank on
-  // the rank's device, read when the kernel runs, so a captured graph
-  // replays steps of any counts). The other ranks' counts need not be
-  // known here: the kernel learns the step's total from the gathered
-  // counts. Asynchronous.
+  // rank's device): its routing (s_rank*K expert ids in device memory;
+  // routing_len its length, < 0: room for S*K), optionally its
+  // tokens_per_expert (null: not checked) and optionally its token count
+  // (null: S; else a device pointer to s_rank on the rank's device, read
+  // when the kernel runs, so a captured graph replays steps of any counts;
+  // a count whose s_rank*K exceeds routing_len is refused and nothing past
+  // it is read). The other ranks' counts need not be known here: the
+  // kernel learns the step's total from the gathered counts. Asynchronous.
   void plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream,
-                 const std::int32_t* d_tokens = nullptr);
+                 const std::int32_t* d_tokens = nullptr, std::int64_t routing_len = -1);
   // Every rank's part of this process on its own stream, forked from
   // `origin` and joined back into it (events), so that capturing `origin`
   // into a CUDA graph gives one graph with a kernel node per rank.
   // `origin` is a stream of this process's first rank's device (null: its
-  // legacy default stream). d_routing (and d_tpe and d_tokens, which may be
-  // null, as may their entries) are indexed by rank; only this process's
-  // entries are read.
+  // legacy default stream). d_routing (and d_tpe, d_tokens and
+  // routing_len, which may be null, as may their entries) are indexed by
+  // rank; only this process's entries are read.
   void plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin,
-            const std::int32_t* const* d_tokens = nullptr);
+            const std::int32_t* const* d_tokens = nullptr, const std::int64_t* routing_len = nullptr);
 
   // Waits for every rank's stream (with one process per rank: every
   // process calls it, collectively), then throws for the step if any rank

@@ -1,25 +1,32 @@
 // moonep/planner.hpp — the library API for routing held in Kokkos views:
 // moonep::Planner<ExecutionSpace, Path> plans one step of the process's
-// local ranks of a World (moonep/world.hpp) on the execution space.
+// local ranks of a world on the execution space.
 //
-// Two implementations, chosen at compile time (moonep/impl/planner_spec.hpp):
+// Three implementations, chosen at compile time (moonep/impl/planner_spec.hpp),
+// one interface (moonep/impl/planner_concept.hpp, checked by static_assert
+// on each):
 //  * the portable phases (moonep/impl/portable_planner.hpp): Kokkos
-//    kernels on any execution space, over any World;
+//    kernels on any execution space, over any moonep::World;
 //  * the CUDA specialization (moonep/impl/cuda_spec_planner.hpp): the whole
 //    step in one cooperative kernel launch, for Kokkos::Cuda when MoonEP is
 //    built with CUDA, over a world whose ranks are all in this process;
 //  * the same kernel over a moonep::cuda::GpuWorld
-//    (moonep/impl/gpu_world_spec_planner.hpp): one cooperative launch per
-//    rank, each on its own stream, forked from the execution space's
-//    stream and joined back into it; Path = moonep::OnGpuWorld, the world
-//    argument a cuda::GpuWorld whose ranks are all on exec's device.
+//    (moonep/impl/gpu_world_spec_planner.hpp), Path = moonep::OnGpuWorld:
+//    one cooperative launch per local rank, each on its own stream on its
+//    own device, forked from the execution space's stream and joined back
+//    into it; any GpuWorld (one process holding every rank, on one device
+//    or several, or one process per rank, each planning its own).
+// The world type is the implementation's world_type: a moonep::World for
+// the first two, a moonep::cuda::GpuWorld for OnGpuWorld (whose symmetric
+// buffer is VMM-mapped device memory, not a Kokkos view).
 // Path = moonep::Automatic (the default) takes the CUDA specialization
 // wherever it exists and the portable phases elsewhere;
 // moonep::PortablePhases asks for the portable phases on any execution
 // space (Kokkos::Cuda included); moonep::CudaSpecialization insists on the
-// CUDA one (a compile error where it does not exist). Both give the same
-// plan and reject bad input with InputError; planner.path_name() (and the
-// constant uses_cuda_specialization) say which one a Planner is.
+// CUDA one (a compile error where it does not exist). Every path gives the
+// same plan and rejects the same bad input with InputError in the same
+// words; planner.path_name() (and the constant uses_cuda_specialization)
+// say which one a Planner is.
 //
 // Use (all ranks in one process):
 //   moonep::InProcessWorld<Kokkos::DefaultExecutionSpace::memory_space> world(config.ranks);
@@ -29,10 +36,11 @@
 //     use plan.ranks[i].dst, ... (Kokkos views) or plan.to_host(i)
 //   }
 // Over a GPU world (one launch per rank):
-//   moonep::cuda::GpuWorld gpus(config, std::vector<int>(config.ranks, exec.cuda_device()));
-//   moonep::Planner<Kokkos::Cuda, moonep::OnGpuWorld> planner(config, gpus, exec);
+//   moonep::cuda::GpuWorld gpus(config, devices);      // e.g. {0, 1, 2, 3}
+//   moonep::Planner<Kokkos::Cuda, moonep::OnGpuWorld> planner(config, gpus, exec);  // exec on devices[0]
 #pragma once
 
+#include "moonep/impl/planner_concept.hpp"
 #include "moonep/impl/planner_spec.hpp"
 #include "moonep/impl/portable_planner.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
@@ -54,7 +62,7 @@ using RankPlanView = impl::RankPlanView<MemorySpace>;
 template <class MemorySpace>
 using Plan = impl::Plan<MemorySpace>;
 
-// The interface of both implementations:
+// The interface of every implementation (moonep/impl/planner_concept.hpp):
 //   types      execution_space, memory_space, world_type (World<memory_space>),
 //              input_view (View<const int32_t*, memory_space>), plan_type
 //   Planner(config, world, exec = ExecutionSpace())
@@ -67,17 +75,17 @@ using Plan = impl::Plan<MemorySpace>;
 //              on any rank: InputError on every rank, the planner usable.
 //              tokens_per_rank (a view of R counts by world rank, read on
 //              the device) makes the step ragged (docs/spec/planning.md
-//              "Ragged steps"): routing[i] holds at least s_r*K ids (the
-//              CUDA specialization, which never reads the counts on the
-//              host, takes views of exactly S*K), and plan.ranks[i].entries
-//              (on the device) says how much of dst the step wrote. Every
-//              path plans it; a count outside 0..S is an InputError.
-//   config(), world(), last_plan(), path_name(), uses_cuda_specialization
-// (with OnGpuWorld, world_type is cuda::GpuWorld and local_ranks() is on
-// the planner: every rank of the world).
+//              "Ragged steps"): routing[i] holds at least s_r*K ids on
+//              every path (the kernels read each view's length with the
+//              counts), and plan.ranks[i].entries (on the device) says how
+//              much of dst the step wrote. A count outside 0..S, or above
+//              what its routing view holds, is an InputError.
+//   config(), world(), local_ranks(), last_plan(), path_name(),
+//   uses_cuda_specialization
 template <class ExecutionSpace = Kokkos::DefaultExecutionSpace, class Path = Automatic>
 class Planner : public impl::planner_impl_t<ExecutionSpace, Path> {
   using Impl = impl::planner_impl_t<ExecutionSpace, Path>;
+  MOONEP_ASSERT_PLANNER(Impl);
 
  public:
   using path = Path;

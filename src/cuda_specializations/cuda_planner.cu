@@ -66,6 +66,7 @@ struct Planner::State {
   impl::DeviceStatus* host_status = nullptr;  // pinned
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_routing, last_tpe;
+  std::vector<i64> last_routing_len;          // -1: room for S*K
   const std::int32_t* last_counts = nullptr;  // the last plan()'s d_tokens_per_rank
 
   ~State() {
@@ -123,6 +124,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   }
   s.last_routing.assign(R, nullptr);
   s.last_tpe.assign(R, nullptr);
+  s.last_routing_len.assign(R, -1);
 }
 
 Planner::~Planner() = default;
@@ -161,13 +163,15 @@ void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_rou
 }  // namespace
 
 void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
-                   const std::int32_t* d_tokens_per_rank) {
+                   const std::int32_t* d_tokens_per_rank, const std::int64_t* routing_len) {
   State& s = *s_;
   take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::Planner::plan");
   for (int r = 0; r < s.config.ranks; ++r) {
     s.last_routing[r] = s.params.routing[r];
     s.last_tpe[r] = s.params.tpe[r];
+    s.last_routing_len[r] = routing_len ? routing_len[r] : -1;
     s.params.counts[r] = d_tokens_per_rank ? d_tokens_per_rank + r : nullptr;
+    s.params.routing_tokens[r] = impl::routing_tokens_of(s.config, s.last_routing_len[r]);
   }
   s.last_counts = d_tokens_per_rank;
   void* args[] = {&s.params};
@@ -204,12 +208,10 @@ void Planner::check(cudaStream_t stream) {
   check_cuda(cudaStreamSynchronize(stream), "resetting the planning status");
   impl::throw_status(
       st, s.config,
-      [&](impl::BadInput which, int rank, i64 index) {
-        std::int32_t value = 0;
-        const std::int32_t* src = which == impl::BadInput::tokens_per_rank ? s.last_counts + rank
-                                  : (which == impl::BadInput::tokens_per_expert ? s.last_tpe : s.last_routing).at(rank) + index;
-        check_cuda(cudaMemcpy(&value, src, sizeof value, cudaMemcpyDeviceToHost), "reading the bad input value");
-        return value;
+      [&](int rank) {
+        return impl::rank_input_error(s.config, rank,
+                                      {s.last_routing.at(rank), s.last_routing_len.at(rank), s.last_tpe.at(rank),
+                                       s.last_counts ? s.last_counts + rank : nullptr});
       },
       "moonep::cuda::Planner: a block waited more than " + std::to_string(s.options.timeout_s) + " s at " +
           impl::late_counters(st.late) + " (the ranks' blocks were not all running at once); the step was abandoned");

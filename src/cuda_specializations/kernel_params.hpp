@@ -163,6 +163,10 @@ struct KernelParams {
   // Per group: null (the rank holds S tokens) or a device pointer to its
   // token count s_r, read when the kernel runs (a ragged step).
   const std::int32_t* counts[kMaxGroups];
+  // Per group: the tokens its routing holds room for (at most S): a count
+  // above it is refused like one outside 0..S, so the kernel never reads
+  // past the caller's routing, whatever the count.
+  int routing_tokens[kMaxGroups];
   // The symmetric part of every rank's chunk at once (the same offsets as
   // sym_base's): an NVLink multicast mapping, or null for unicast.
   std::int32_t* mc_sym;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
@@ -189,6 +191,40 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& c) {
   p.nworkers = c.nworkers;
   p.block_tokens = block_tokens_of(config, c.nworkers);
   p.tables = table_regions(tables);
+  for (int g = 0; g < kMaxGroups; ++g) p.routing_tokens[g] = config.tokens;
+}
+
+int routing_tokens_of(const Config& config, std::int64_t routing_len) {
+  if (routing_len < 0) return config.tokens;
+  const std::int64_t held = routing_len / config.topk;
+  return held < config.tokens ? static_cast<int>(held) : config.tokens;
+}
+
+std::string rank_input_error(const Config& config, int rank, const RankInputs& in) {
+  std::int32_t tokens = config.tokens;
+  if (in.count) check_cuda(cudaMemcpy(&tokens, in.count, sizeof tokens, cudaMemcpyDeviceToHost), "reading a token count back");
+  // Only the first s_r*K ids are read (all of them when the routing is
+  // shorter, which validate_rank_input then names), as the portable
+  // phases read them.
+  std::int64_t len = in.routing_len >= 0 ? in.routing_len : config.entries();
+  if (in.count && tokens >= 0) len = std::min(len, static_cast<std::int64_t>(tokens) * config.topk);
+  std::vector<std::int32_t> routing(static_cast<std::size_t>(len > 0 ? len : 0));
+  if (!routing.empty()) {
+    check_cuda(cudaMemcpy(routing.data(), in.routing, routing.size() * 4, cudaMemcpyDeviceToHost),
+               "reading a rank's routing back");
+  }
+  std::vector<std::int32_t> tpe(in.tpe ? static_cast<std::size_t>(config.experts) : 0);
+  if (in.tpe) {
+    check_cuda(cudaMemcpy(tpe.data(), in.tpe, tpe.size() * 4, cudaMemcpyDeviceToHost),
+               "reading a rank's tokens_per_expert back");
+  }
+  try {
+    validate_rank_input(config, rank, routing.data(), len, in.tpe ? tpe.data() : nullptr,
+                        static_cast<std::int64_t>(tpe.size()), tokens);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
 }
 
 void launch_cooperative(const void* func, int blocks, i64 smem, void** args, cudaStream_t stream, const char* what) {
@@ -256,34 +292,23 @@ std::string late_counters(unsigned late) {
   return s;
 }
 
+int first_bad_rank(const DeviceStatus& st) {
+  const unsigned long long key = std::min({st.bad_count, st.bad_entry, st.bad_tpe});
+  return key == ~0ull ? -1 : static_cast<int>(key >> 32);
+}
+
 void throw_status(const DeviceStatus& st, const Config& config,
-                  const std::function<std::int32_t(BadInput, int, std::int64_t)>& value_at,
-                  const std::string& late_text) {
+                  const std::function<std::string(int rank)>& input_error, const std::string& late_text) {
   if (status_clean(st)) return;
-  std::ostringstream m;
-  // A bad count first: its rank planned no tokens, so its routing was
-  // not read.
-  if (st.bad_count != ~0ull) {
-    const int rank = static_cast<int>(st.bad_count >> 32);
-    throw InputError(rank_tokens_error(config, rank, value_at(BadInput::tokens_per_rank, rank, 0)));
-  }
-  if (st.bad_entry != ~0ull) {
-    const int rank = static_cast<int>(st.bad_entry >> 32);
-    const i64 index = static_cast<i64>(st.bad_entry & 0xffffffffull);
-    m << "routing[" << rank << "][" << index << "] = " << value_at(BadInput::routing, rank, index)
-      << " is not an expert id in [0, " << config.experts << ")";
-    throw InputError(m.str());
-  }
-  if (st.bad_tpe != ~0ull) {
-    const int rank = static_cast<int>(st.bad_tpe >> 32);
-    const int e = static_cast<int>(st.bad_tpe & 0xffffffffull);
-    m << "tokens_per_expert[" << rank << "][" << e << "] = " << value_at(BadInput::tokens_per_expert, rank, e) << " does not match routing["
-      << rank << "]";
-    throw InputError(m.str());
+  const int rank = first_bad_rank(st);
+  if (rank >= 0) {
+    const std::string why = input_error(rank);
+    if (!why.empty()) throw InputError(why);
+    throw RuntimeError("moonep::cuda: the planning kernel refused rank " + std::to_string(rank) +
+                       "'s input, but its check on the host finds nothing wrong (" + describe(config) + ")");
   }
   if (st.late != 0) throw RuntimeError(late_text);
-  m << "moonep::cuda: internal inconsistency detected in the planning kernel (" << describe(config) << ")";
-  throw RuntimeError(m.str());
+  throw RuntimeError("moonep::cuda: internal inconsistency detected in the planning kernel (" + describe(config) + ")");
 }
 
 }  // namespace moonep::cuda::impl

@@ -71,18 +71,35 @@ void fill_params(KernelParams& p, const Config& config, const LaunchChoice& choi
 void launch_cooperative(const void* func, int blocks, std::int64_t smem, void** args, cudaStream_t stream,
                         const char* what);
 
-// The input a kernel found bad: which array a value is read back from.
-enum class BadInput { routing, tokens_per_expert, tokens_per_rank };
+// The tokens a routing of `routing_len` ids holds room for, at most S
+// (KernelParams::routing_tokens); routing_len < 0: S (room for S*K).
+int routing_tokens_of(const Config& config, std::int64_t routing_len);
+
+// A rank's inputs as its last launch read them (device pointers on the
+// current device; routing_len < 0: room for S*K ids; count null: S tokens).
+struct RankInputs {
+  const std::int32_t* routing = nullptr;
+  std::int64_t routing_len = -1;
+  const std::int32_t* tpe = nullptr;
+  const std::int32_t* count = nullptr;
+};
+
+// The message every planner gives for a rank's bad input
+// (validate_rank_input, moonep/reference.hpp: the portable phases' words),
+// from the rank's inputs copied back to the host; "" when they are fine.
+// Only on the failure path: it copies and waits.
+std::string rank_input_error(const Config& config, int rank, const RankInputs& inputs);
+
+// The lowest rank any bad-input key of `st` names; -1 when none does.
+int first_bad_rank(const DeviceStatus& st);
 
 // Throws for a launch that ended with `st` (nothing when it is clean):
-// InputError naming the first bad token count, routing entry or
-// tokens_per_expert value (read back through value_at(which, rank,
-// index); a count's index is 0, in the rank's own count), RuntimeError for
-// a late arrival (late_text says who was missing) or an internal
+// InputError with input_error(the lowest bad rank) (rank_input_error, or
+// the words another process computed for a rank it holds), RuntimeError
+// for a late arrival (late_text says who was missing) or an internal
 // inconsistency.
 void throw_status(const DeviceStatus& st, const Config& config,
-                  const std::function<std::int32_t(BadInput which, int rank, std::int64_t index)>& value_at,
-                  const std::string& late_text);
+                  const std::function<std::string(int rank)>& input_error, const std::string& late_text);
 
 // Rank plan pointers into a rank's outputs `o` laid out as `out`.
 inline DeviceRankPlan device_rank_plan(std::int32_t* o, const OutLayout& out) {

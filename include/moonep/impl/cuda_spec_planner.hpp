@@ -34,6 +34,7 @@
 #include "moonep/error.hpp"
 #include "moonep/impl/device_plan_views.hpp"
 #include "moonep/impl/input_shapes.hpp"
+#include "moonep/impl/planner_concept.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 #include "moonep/world.hpp"
@@ -60,7 +61,8 @@ class CudaSpecPlanner {
         exec_(exec),
         planner_(on_device(exec, config_)),
         routing_(static_cast<std::size_t>(config_.ranks), nullptr),
-        tpe_(static_cast<std::size_t>(config_.ranks), nullptr) {
+        tpe_(static_cast<std::size_t>(config_.ranks), nullptr),
+        routing_len_(static_cast<std::size_t>(config_.ranks), 0) {
     plan_.config = config_;
     for (int r = 0; r < config_.ranks; ++r) {
       plan_.ranks.push_back(device_plan_views(config_, r, planner_.rank_plan(r)));
@@ -73,6 +75,7 @@ class CudaSpecPlanner {
 
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
+  const std::vector<int>& local_ranks() const { return world_.local_ranks(); }
   const plan_type& last_plan() const { return plan_; }
   // The CUDA planner itself (kernel chosen, launch shape).
   const cuda::Planner& cuda_planner() const { return planner_; }
@@ -80,25 +83,26 @@ class CudaSpecPlanner {
   // As PortablePlanner::plan: routing[i] belongs to world().local_ranks()[i]
   // (here: rank i). Returns once the plan is in the plan views.
   // tokens_per_rank (R counts, in CudaSpace) makes the step ragged; the
-  // kernel reads them when it runs, so every routing view holds S*K ids
-  // (of which rank r's first s_r*K are read) and a count outside 0..S is
-  // an InputError from the kernel's check, named as the portable phases
-  // name it.
+  // kernel reads them when it runs, with each routing view's length, so a
+  // view needs only s_r*K ids (of which rank r's first s_r*K are read),
+  // and a count outside 0..S or above its view's length is an InputError
+  // from the kernel's check, in the portable phases' words.
   const plan_type& plan(const std::vector<input_view>& routing,
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::cuda::plan");
     const std::string why =
-        full_length_input_error(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank);
+        input_shape_error(config_, world_.local_ranks(), routing, tokens_per_expert, tokens_per_rank);
     if (!why.empty()) throw InputError(why);
     for (int r = 0; r < config_.ranks; ++r) {
       routing_[r] = routing[r].data();
+      routing_len_[r] = static_cast<std::int64_t>(routing[r].extent(0));
       tpe_[r] = tokens_per_expert ? (*tokens_per_expert)[r].data() : nullptr;
     }
     const std::int32_t* counts = tokens_per_rank ? tokens_per_rank->data() : nullptr;
     compat::ProfilingRegion kernel(region_);
     const cudaStream_t stream = exec_.cuda_stream();
-    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream, counts);
+    planner_.plan(routing_.data(), tokens_per_expert ? tpe_.data() : nullptr, stream, counts, routing_len_.data());
     planner_.check(stream);  // waits; InputError from the kernel's checks
     return plan_;
   }
@@ -132,8 +136,12 @@ class CudaSpecPlanner {
   Kokkos::Cuda exec_;
   cuda::Planner planner_;
   std::vector<const std::int32_t*> routing_, tpe_;
+  std::vector<std::int64_t> routing_len_;
   std::string region_;
   plan_type plan_;
 };
+
+// The interface of moonep/impl/planner_concept.hpp.
+MOONEP_ASSERT_PLANNER(CudaSpecPlanner);
 
 }  // namespace moonep::impl

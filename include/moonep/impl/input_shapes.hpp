@@ -33,7 +33,8 @@ inline const Config& checked_config(const Config& c, int world_size) {
 // "" when the shapes are right, else the message of the first problem.
 // With tokens_per_rank (a ragged step: R counts, read on the device) the
 // routing lengths depend on the counts and are checked with them, by the
-// planner's kernels; without, every routing holds exactly S*K ids.
+// planner's kernels (every path: a view needs s_r*K ids); without, every
+// routing holds exactly S*K ids.
 template <class View>
 std::string input_shape_error(const Config& c, const std::vector<int>& local_ranks,
                               const std::vector<View>& routing, const std::vector<View>* tpe,
@@ -60,20 +61,6 @@ std::string input_shape_error(const Config& c, const std::vector<int>& local_ran
     if (!why.empty()) return why;
   }
   return {};
-}
-
-// The same for a planner whose kernel reads the counts only when it runs
-// (the CUDA specialization, on virtual ranks or over a GPU world): the
-// shapes above, then every routing view holding exactly S*K ids, counts or
-// not. The host never reads s_r there (so that a captured CUDA graph
-// replays any counts), so it cannot hold a shorter view against it; a view
-// of S*K always holds the s_r*K ids the kernel reads.
-template <class View>
-std::string full_length_input_error(const Config& c, const std::vector<int>& local_ranks,
-                                    const std::vector<View>& routing, const std::vector<View>* tpe,
-                                    const View* tokens_per_rank) {
-  const std::string why = input_shape_error(c, local_ranks, routing, tpe, tokens_per_rank);
-  return why.empty() ? input_shape_error(c, local_ranks, routing, tpe) : why;
 }
 
 }  // namespace moonep::impl

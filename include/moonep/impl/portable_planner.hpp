@@ -58,6 +58,7 @@
 #include "moonep/impl/phase_d.hpp"
 #include "moonep/impl/phase_input.hpp"
 #include "moonep/impl/portable_instances.hpp"
+#include "moonep/impl/planner_concept.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/world.hpp"
@@ -144,6 +145,7 @@ class PortablePlanner {
 
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
+  const std::vector<int>& local_ranks() const { return world_.local_ranks(); }
   const plan_type& last_plan() const { return plan_; }
 
   // Plans one step. routing[i] (and tokens_per_expert[i], when given, which
@@ -327,5 +329,8 @@ class PortablePlanner {
   portable::RootScratch<ExecutionSpace> root_;
   plan_type plan_;
 };
+
+// The interface of moonep/impl/planner_concept.hpp.
+MOONEP_ASSERT_PLANNER(PortablePlanner<Kokkos::DefaultHostExecutionSpace>);
 
 }  // namespace moonep::impl

@@ -28,6 +28,9 @@ namespace {
 using i64 = std::int64_t;
 using impl::check_cuda;
 using impl::DeviceScope;
+// The longest bad-input message handed between processes (they name a
+// rank, an index and two numbers: well under this).
+constexpr std::size_t kMessageBytes = 512;
 }  // namespace
 
 struct GpuWorld::State {
@@ -55,6 +58,7 @@ struct GpuWorld::State {
   std::vector<impl::DeviceStatus> host_status;   // per rank, after check() gathered them
   std::vector<DeviceRankPlan> rank_plans;
   std::vector<const std::int32_t*> last_routing, last_tpe, last_counts;
+  std::vector<std::int64_t> last_routing_len;  // -1: room for S*K
   unsigned steps = 0;  // steps every rank finished since the last reset (= each rank's epoch)
 
   std::int32_t* chunk(int r) const { return chunks->chunk(r); }
@@ -206,6 +210,7 @@ void GpuWorld::State::build(const Config& cfg, const WorldOptions& opts, const c
   last_routing.assign(R, nullptr);
   last_tpe.assign(R, nullptr);
   last_counts.assign(R, nullptr);
+  last_routing_len.assign(R, -1);
 }
 
 GpuWorld::~GpuWorld() = default;
@@ -239,7 +244,7 @@ bool GpuWorld::multicast() const { return s_->base.mc_sym != nullptr; }
 const DeviceRankPlan& GpuWorld::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
 void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int32_t* d_tpe, cudaStream_t stream,
-                         const std::int32_t* d_tokens) {
+                         const std::int32_t* d_tokens, std::int64_t routing_len) {
   State& s = *s_;
   if (rank < 0 || rank >= s.config.ranks) {
     throw InputError("moonep::cuda::GpuWorld::plan_rank: rank " + std::to_string(rank) + " is not in [0, " +
@@ -256,6 +261,8 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
   q.routing[0] = d_routing;
   q.tpe[0] = d_tpe;
   q.counts[0] = d_tokens;
+  q.routing_tokens[0] = impl::routing_tokens_of(s.config, routing_len);
+  s.last_routing_len[rank] = routing_len;
   s.last_routing[rank] = d_routing;
   s.last_tpe[rank] = d_tpe;
   s.last_counts[rank] = d_tokens;
@@ -266,7 +273,7 @@ void GpuWorld::plan_rank(int rank, const std::int32_t* d_routing, const std::int
 }
 
 void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t origin,
-                    const std::int32_t* const* d_tokens) {
+                    const std::int32_t* const* d_tokens, const std::int64_t* routing_len) {
   State& s = *s_;
   if (!d_routing) throw InputError("moonep::cuda::GpuWorld::plan: d_routing is null");
   for (int r : s.local) {
@@ -283,7 +290,8 @@ void GpuWorld::plan(const std::int32_t* const* d_routing, const std::int32_t* co
     check_cuda(cudaStreamWaitEvent(s.streams[r], s.forked, 0), "forking the step to the ranks' streams");
   }
   for (int r : s.local) {
-    plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r], d_tokens ? d_tokens[r] : nullptr);
+    plan_rank(r, d_routing[r], d_tpe ? d_tpe[r] : nullptr, s.streams[r], d_tokens ? d_tokens[r] : nullptr,
+              routing_len ? routing_len[r] : -1);
     DeviceScope on(s.devices[r]);
     check_cuda(cudaEventRecord(s.joined[r], s.streams[r]), "joining the ranks' streams");
   }
@@ -332,27 +340,23 @@ void GpuWorld::check() {
     ++s.steps;
     return;
   }
-  // The bad value, read by the process that holds the rank, in the order
-  // throw_status reports them: a count, an entry, a tokens_per_expert value.
-  std::int32_t bad_value = 0;
-  const unsigned long long bad_key = all.bad_count != ~0ull   ? all.bad_count
-                                     : all.bad_entry != ~0ull ? all.bad_entry
-                                                              : all.bad_tpe;
-  if (bad_key != ~0ull) {
-    const int rank = static_cast<int>(bad_key >> 32);
-    const std::vector<const std::int32_t*>& from = all.bad_count != ~0ull   ? s.last_counts
-                                                   : all.bad_entry != ~0ull ? s.last_routing
-                                                                            : s.last_tpe;
-    const std::int32_t* src = from.at(rank);
-    if (s.is_local(rank) && src) {
-      DeviceScope on(s.devices[rank]);
-      check_cuda(cudaMemcpy(&bad_value, src + (bad_key & 0xffffffffull), sizeof bad_value, cudaMemcpyDeviceToHost),
-                 "reading the bad input value");
+  // The bad rank's words, computed by the process that holds it (from its
+  // inputs read back) and handed to every process.
+  std::string bad_input;
+  const int bad_rank = impl::first_bad_rank(all);
+  if (bad_rank >= 0) {
+    if (s.is_local(bad_rank)) {
+      DeviceScope on(s.devices[bad_rank]);
+      bad_input = impl::rank_input_error(s.config, bad_rank,
+                                         {s.last_routing[bad_rank], s.last_routing_len[bad_rank],
+                                          s.last_tpe[bad_rank], s.last_counts[bad_rank]});
     }
     if (s.peers) {
-      std::vector<std::int32_t> values(static_cast<std::size_t>(R));
-      s.peers->allgather(&bad_value, sizeof bad_value, values.data());
-      bad_value = values[rank];
+      char mine[kMessageBytes] = {};
+      bad_input.copy(mine, sizeof mine - 1);
+      std::vector<char> every(static_cast<std::size_t>(R) * kMessageBytes);
+      s.peers->allgather(mine, sizeof mine, every.data());
+      bad_input.assign(&every[static_cast<std::size_t>(bad_rank) * kMessageBytes]);
     }
   }
   // Reset before throwing: statuses, and after a late wait every chunk
@@ -377,7 +381,7 @@ void GpuWorld::check() {
   late << ranks_text(waited) << " gave up waiting at " << impl::late_counters(all.late);
   if (missing.empty()) late << " (every rank ran; their blocks were not all resident at once)";
   late << "; the step was abandoned and the world reset";
-  impl::throw_status(all, s.config, [&](impl::BadInput, int, i64) { return bad_value; }, late.str());
+  impl::throw_status(all, s.config, [&](int) { return bad_input; }, late.str());
 }
 
 HostPlan GpuWorld::copy_out() {

@@ -164,15 +164,16 @@ __device__ __forceinline__ i64 warp_entries_begin(const Slice& s, int K, int w) 
 }
 
 // Group g's token count as read: S, or the count in device memory for a
-// ragged step; -1 for a count outside 0..S.
+// ragged step; -1 for a count outside 0..S or above the tokens its routing
+// holds (routing_tokens <= S).
 __device__ __forceinline__ int read_count(const KernelParams& p, int g) {
   const std::int32_t* c = p.counts[g];
   if (!c) return p.S;
   const int s = *c;
-  return s >= 0 && s <= p.S ? s : -1;
+  return s >= 0 && s <= p.routing_tokens[g] ? s : -1;
 }
 
-// This rank's token count (read_count). A count outside 0..S is recorded
+// This rank's token count (read_count). A bad count is recorded
 // (the host names it) and the rank plans no tokens: nothing is read or
 // written out of bounds, and every block of the rank agrees, so the step
 // still completes.
