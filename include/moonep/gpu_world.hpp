@@ -42,6 +42,10 @@
 #include "moonep/cuda_planner.hpp"
 #include "moonep/host_plan.hpp"
 
+namespace moonep {
+class HostPlanner;  // moonep/backend.hpp
+}
+
 namespace moonep::cuda {
 namespace impl {
 struct WorldPeers;    // the processes of a world with one process per rank
@@ -137,5 +141,12 @@ class GpuWorld {
   struct State;
   std::unique_ptr<State> s_;
 };
+
+// The world as a moonep::HostPlanner (moonep/backend.hpp), for whole
+// problems in host memory: load() validates a problem and stages each of
+// this process's ranks' routing (and tokens_per_expert and count) on its
+// device, step() plans them (collectively with one process per rank),
+// result() is copy_out(). InputError for a null world.
+std::unique_ptr<HostPlanner> make_host_planner(std::unique_ptr<GpuWorld> world);
 
 }  // namespace moonep::cuda

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench_access.hpp"
+#include "device_buffer.hpp"
 #include "launch_setup.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
@@ -18,23 +19,7 @@ using i64 = std::int64_t;
 using impl::check_cuda;
 using impl::kCleanStatus;
 
-// Device memory freed with the planner.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-  void allocate(i64 bytes, const char* what) {
-    check_cuda(cudaMalloc(&ptr, static_cast<size_t>(std::max<i64>(bytes, 16))), what);
-    check_cuda(cudaMemset(ptr, 0, static_cast<size_t>(std::max<i64>(bytes, 16))), what);
-  }
-  std::int32_t* words() const { return static_cast<std::int32_t*>(ptr); }
-};
-
-
+using impl::DeviceBuffer;
 
 }  // namespace
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu_world_host_planner.hpp"
-#include "moonep/error.hpp"
+#include "moonep/backend.hpp"
 #include "moonep/gpu_world.hpp"
+#include "moonep/error.hpp"
 #include "mpi_launch.hpp"
 #include "plan_worlds.hpp"
 
@@ -31,7 +31,7 @@ int run_gpu_world(const PlanOptions& o, const char* program) {
   return run_in_this_process(o, program, Backend::cuda, [listed, wo](const Config& c) {
     std::vector<int> devices;
     for (int r = 0; r < c.ranks; ++r) devices.push_back(listed[static_cast<std::size_t>(r) % listed.size()]);
-    return std::unique_ptr<HostPlanner>(new GpuWorldHostPlanner(std::make_unique<cuda::GpuWorld>(c, devices, wo)));
+    return cuda::make_host_planner(std::make_unique<cuda::GpuWorld>(c, devices, wo));
   });
 }
 

@@ -12,11 +12,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "gpu_world_host_planner.hpp"
+#include "moonep/backend.hpp"
+#include "moonep/gpu_world.hpp"
 #include "memory_budget.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_mpi.hpp"
@@ -78,19 +80,20 @@ int run_mpi_gpu_world(const PlanOptions& o, const char* /*program*/) {
         cuda::WorldOptions wo;
         wo.timeout_s = world_timeout(timeout);
         wo.multicast = o.multicast;
-        GpuWorldHostPlanner planner(cuda::make_mpi_gpu_world(problem.config, MPI_COMM_WORLD, device_of(o, rank), wo));
-        planner.load(problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
+        const std::unique_ptr<HostPlanner> planner =
+            cuda::make_host_planner(cuda::make_mpi_gpu_world(problem.config, MPI_COMM_WORLD, device_of(o, rank), wo));
+        planner->load(problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
                      problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr);
         for (int i = 0; i < o.steps; ++i) {
           mpi.barrier("planning");
           const auto t0 = std::chrono::steady_clock::now();
-          planner.step();
+          planner->step();
           const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           seconds.push_back(mpi.max(mine, "planning"));
         }
-        plan = planner.result();
+        plan = planner->result();
         if (rank != 0) plan = HostPlan{};
-        ran = planner.details();
+        ran = planner->details();
       })) {
     return s;
   }
