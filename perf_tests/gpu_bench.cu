@@ -1,4 +1,4 @@
-// moonep_gpu_bench — time per planning step of moonep::cuda::Planner with R
+// moonep_gpu_bench — time per planning step of moonep::cuda::VirtualRankPlanner with R
 // virtual ranks on one GPU, measured with CUDA events over many back-to-back
 // steps, and again replayed from a CUDA graph (each the median of three
 // rounds, interleaved with the floors'). The floor, in the same run,
@@ -145,7 +145,7 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
   moonep::cuda::Options opt;
   opt.blocks_per_rank = bpr;
   opt.kernel = kernel;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::VirtualRankPlanner planner(c, opt);
   row.bpr = planner.blocks_per_rank();
   row.kernel = planner.kernel();
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
@@ -205,7 +205,7 @@ Row bench(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, int ste
 void profile(const moonep::Config& c, int bpr, int steps) {
   moonep::cuda::Options opt;
   opt.blocks_per_rank = bpr;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::VirtualRankPlanner planner(c, opt);
   const moonep::Routing routing = moonep::synthetic_routing(c, 1.0, 42);
   const DeviceRouting d(routing);
   for (int i = 0; i < steps; ++i) planner.plan(d.ptrs(), nullptr, nullptr);
@@ -256,7 +256,7 @@ void trace(const moonep::Config& c, int bpr, moonep::cuda::Kernel kernel, bool r
   moonep::cuda::Options opt;
   opt.blocks_per_rank = bpr;
   opt.kernel = kernel;
-  moonep::cuda::Planner planner(c, opt);
+  moonep::cuda::VirtualRankPlanner planner(c, opt);
   moonep::cuda::impl::PlannerAccess::set_trace(planner, d_trace);
   const int blocks = c.ranks * planner.blocks_per_rank();
   const std::vector<const char*> names = trace_names();
@@ -361,7 +361,7 @@ Path critical_path(const std::vector<unsigned long long>& t, int blocks) {
 
 // One GPU per rank, on one GPU: the GpuWorld's R cooperative launches
 // (each rank its own allocation, stream and launch, all on device 0) next
-// to the virtual-rank Planner, same shape, blocks and routing, one run.
+// to the VirtualRankPlanner, same shape, blocks and routing, one run.
 // Per-rank launches start one after another on one GPU (a world of one
 // GPU per rank starts them in parallel), so the in-kernel critical path is
 // reported too: the part of the step a real world pays after every rank
@@ -398,12 +398,12 @@ int world_bench(const moonep::Config& c, int bpr, int steps, const std::vector<i
     moonep::cuda::Options vo;
     vo.blocks_per_rank = bpr;
     vo.kernel = kernel;
-    moonep::cuda::Planner virt(c, vo);
+    moonep::cuda::VirtualRankPlanner virt(c, vo);
     auto vstep = [&] { virt.plan(d.ptrs(), nullptr, s); };
     virt.plan(d.ptrs(), nullptr, s);
     const bool vok = moonep::plan_difference(virt.copy_out(s), ref).empty();
     const double v_stream = time_us(s, steps, vstep), v_graph = graph_us(s, 50, replays, vstep);
-    moonep::cuda::Planner vtraced(c, vo);
+    moonep::cuda::VirtualRankPlanner vtraced(c, vo);
     moonep::cuda::impl::PlannerAccess::set_trace(vtraced, d_trace);
     const Path vp = traced_path([&] { vtraced.plan(d.ptrs(), nullptr, s); }, c.ranks * vtraced.blocks_per_rank());
 
@@ -471,7 +471,7 @@ int main(int argc, char** argv) {
   ok(cudaGetDevice(&dev), "device");
   ok(cudaGetDeviceProperties(&prop, dev), "props");
   std::printf("device: %s, %d SMs; routing: synthetic lognormal, imbalance 1.0; %d steps; %d threads per block\n",
-              prop.name, prop.multiProcessorCount, steps, moonep::cuda::Planner::threads_per_block());
+              prop.name, prop.multiProcessorCount, steps, moonep::cuda::VirtualRankPlanner::threads_per_block());
   const moonep::Config head = moonep::Config{8, 256, 8, 4096, 32, 128};
   using moonep::cuda::Kernel;
   struct Point {

@@ -33,7 +33,7 @@ using moonep::Routing;
 using moonep::cuda::Kernel;
 using namespace moonep::test;
 
-moonep::HostPlan plan_on_gpu(moonep::cuda::Planner& planner, const DeviceRouting& dr) {
+moonep::HostPlan plan_on_gpu(moonep::cuda::VirtualRankPlanner& planner, const DeviceRouting& dr) {
   planner.plan(dr.topk(), dr.tpe(), nullptr);
   moonep::HostPlan plan = planner.copy_out(nullptr);
   require_entries(planner.config(), {}, [&](int r) { return planner.rank_plan(r); });
@@ -42,12 +42,12 @@ moonep::HostPlan plan_on_gpu(moonep::cuda::Planner& planner, const DeviceRouting
 
 // A planner with the blocks per rank and kernel given (every test that
 // forces a kernel runs with both).
-moonep::cuda::Planner planner_with(const Config& c, Kernel kernel,
+moonep::cuda::VirtualRankPlanner planner_with(const Config& c, Kernel kernel,
                                    int bpr = moonep::cuda::Options().blocks_per_rank) {
   moonep::cuda::Options opt;
   opt.blocks_per_rank = bpr;
   opt.kernel = kernel;
-  return moonep::cuda::Planner(c, opt);
+  return moonep::cuda::VirtualRankPlanner(c, opt);
 }
 
 // Plans with the GPU and the reference and requires identical plans, with
@@ -57,7 +57,7 @@ void require_matches_reference(const Config& c, const Routing& routing, int bpr,
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
   for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
-    moonep::cuda::Planner planner = planner_with(c, kernel, bpr);
+    moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, bpr);
     INFO(what << " " << moonep::describe(c) << " blocks_per_rank=" << bpr << " kernel "
               << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
               << planner.blocks_per_rank());
@@ -79,7 +79,7 @@ void require_ragged_matches_reference(const Config& c, const Routing& full, cons
   DeviceRouting dr(c, padded_to_full(c, cut));
   const DeviceCounts counts(c, tokens);
   for (const Kernel kernel : {Kernel::automatic, Kernel::global_tables}) {
-    moonep::cuda::Planner planner = planner_with(c, kernel, bpr);
+    moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, bpr);
     INFO(what << " " << moonep::describe(c) << " tokens_per_rank " << ::Catch::Detail::stringify(tokens)
               << " kernel " << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank "
               << planner.blocks_per_rank());
@@ -137,7 +137,7 @@ TEST_CASE("cuda planner: a bad expert id is an InputError and the planner stays 
   const Config c = Config{3, 12, 4, 40, 2, 4};
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, 4);
   REQUIRE(planner.kernel() == kernel);
   const Routing good = make_routing(c, Shape::skew, 3);
   DeviceRouting dr(c, good);
@@ -165,7 +165,7 @@ TEST_CASE("cuda planner checks a given tokens_per_expert", "[cuda][sanitize]") {
   moonep::TokensPerExpert tpe = moonep::count_tokens_per_expert(c, routing);
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Planner planner = planner_with(c, kernel, 3);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, 3);
   REQUIRE(planner.kernel() == kernel);
   {
     DeviceRouting dr(c, routing, &tpe);
@@ -219,7 +219,7 @@ TEST_CASE("cuda planner: repeated runs and reuse across steps give the reference
   const Config c = Config{8, 128, 8, 2048, 16, 64};
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Planner planner = planner_with(c, kernel);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel);
   const Routing a = make_routing(c, Shape::skew, 1);
   const Routing b = make_routing(c, Shape::heavy, 2);
   const moonep::HostPlan ref_a = moonep::plan_reference(c, a), ref_b = moonep::plan_reference(c, b);
@@ -273,7 +273,7 @@ TEST_CASE("cuda planner: a count outside 0..S is an InputError and the planner s
   const Config c = Config{3, 12, 4, 40, 2, 4};
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, 4);
   REQUIRE(planner.kernel() == kernel);
   const Routing full = make_routing(c, Shape::skew, 3);
   const moonep::TokensPerRank good = {40, 0, 17};
@@ -302,7 +302,7 @@ TEST_CASE("cuda planner: a count outside 0..S is an InputError and the planner s
 TEST_CASE("cuda planner: one captured CUDA graph replays steps of any counts", "[cuda][ragged]") {
   const Config c{8, 256, 8, 4096, 32, 128};
   const Kernel kernel = GENERATE(Kernel::automatic, Kernel::global_tables);
-  moonep::cuda::Planner planner = planner_with(c, kernel);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel);
   INFO("kernel " << moonep::cuda::kernel_name(planner.kernel()) << " at blocks_per_rank " << planner.blocks_per_rank());
   DeviceRouting live(c, make_routing(c, Shape::skew, 1));
   DeviceCounts counts(c, moonep::TokensPerRank(8, c.tokens));
@@ -315,7 +315,7 @@ TEST_CASE("cuda planner: the benchmark's floor launches complete and leave the p
   const Config c = Config{4, 32, 4, 300, 4, 8};
   const Kernel kernel = GENERATE(Kernel::shared_tables, Kernel::global_tables);
   INFO("kernel " << moonep::cuda::kernel_name(kernel));
-  moonep::cuda::Planner planner = planner_with(c, kernel, 4);
+  moonep::cuda::VirtualRankPlanner planner = planner_with(c, kernel, 4);
   const Routing routing = make_routing(c, Shape::skew, 5);
   const moonep::HostPlan ref = moonep::plan_reference(c, routing);
   DeviceRouting dr(c, routing);
@@ -347,7 +347,7 @@ TEST_CASE("cuda planner keeps its tables in shared memory where they fit, in glo
     int dev = 0, sms = 0;
     REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
     REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
-    moonep::cuda::Planner planner(head);
+    moonep::cuda::VirtualRankPlanner planner(head);
     REQUIRE(planner.kernel() == Kernel::shared_tables);
     REQUIRE(planner.blocks_per_rank() == std::min(32, sms / head.ranks));
     REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "shared_tables");
@@ -356,7 +356,7 @@ TEST_CASE("cuda planner keeps its tables in shared memory where they fit, in glo
   // about 1 MB: no block's shared memory holds them.
   for (const Config& wide : {Config{32, 2048, 2, 64, 2, 4}, Config{8, 8192, 2, 64, 4, 4}}) {
     INFO(moonep::describe(wide));
-    moonep::cuda::Planner planner(wide);
+    moonep::cuda::VirtualRankPlanner planner(wide);
     REQUIRE(planner.kernel() == Kernel::global_tables);
     REQUIRE(std::string(moonep::cuda::kernel_name(planner.kernel())) == "global_tables");
     const Routing routing = make_routing(wide, Shape::skew, 4);
@@ -364,7 +364,7 @@ TEST_CASE("cuda planner keeps its tables in shared memory where they fit, in glo
     REQUIRE(moonep::plan_difference(plan_on_gpu(planner, dr), moonep::plan_reference(wide, routing)) == "");
     std::string message;
     try {
-      moonep::cuda::Planner refused = planner_with(wide, Kernel::shared_tables);
+      moonep::cuda::VirtualRankPlanner refused = planner_with(wide, Kernel::shared_tables);
     } catch (const moonep::RuntimeError& e) {
       message = e.what();
     }

@@ -1,4 +1,4 @@
-// Planner<Kokkos::Cuda, moonep::OnGpuWorld> (moonep/impl/gpu_world_spec_planner.hpp)
+// Planner<Kokkos::Cuda, moonep::OnGpuWorld> (moonep/impl/gpu_world_planner.hpp)
 // against the reference planner, bit for bit: every rank its own launch
 // over a moonep::cuda::GpuWorld on the execution space's GPU, the plan views
 // aliasing the world's outputs. Routing written on exec's stream just

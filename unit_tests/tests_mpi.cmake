@@ -76,7 +76,7 @@ if(NOT TARGET ${_checker})
   set(_checker check_plan_file)  # its name in the first io commits
 endif()
 if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
-   AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
+   AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/world_mpi.cpp)
   set(_problems ${CMAKE_CURRENT_SOURCE_DIR}/cli/problems)
   set(_work ${CMAKE_CURRENT_BINARY_DIR}/mpi_cli_work)
   # moonep_mpi_cli_test(NAME NP WORLD ARGS a|b|c [run_cli_case keys...]):
@@ -110,7 +110,7 @@ if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
     set_tests_properties(mpi_cli_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
                          ENVIRONMENT "${_env}")
     if(world STREQUAL "gpu")
-      # The one error line of a machine without a GPU (mpi_gpu_world.cpp).
+      # The one error line of a machine without a GPU (world_gpu_mpi.cpp).
       set_tests_properties(mpi_cli_${name} PROPERTIES
                            SKIP_REGULAR_EXPRESSION "moonep-plan: error: --world gpu: no (usable )?CUDA device")
     endif()

@@ -4,8 +4,9 @@
 // built with CUDA (MOONEP_HAVE_CUDA == 1); plain device pointers and a
 // cudaStream_t, no Kokkos needed.
 //
-// Virtual ranks: this planner runs R ranks on one GPU as R groups of blocks
-// of one cooperative launch. The groups share one device buffer as the
+// Virtual ranks: moonep::cuda::VirtualRankPlanner runs R ranks on one GPU
+// as R groups of blocks of one cooperative launch (moonep::Planner, the
+// Kokkos door to every path, runs it for Kokkos::Cuda). The groups share one device buffer as the
 // "symmetric buffer" (one chunk per rank, back to back) for the gathered
 // counts and the release/acquire counters (GPU scope) they synchronise
 // through. Every block plans the step (steps 1-5) itself after one barrier
@@ -53,7 +54,7 @@ struct PlannerAccess;  // the benchmark's hooks (src/cuda_specializations/bench_
 // - global_tables: in the block's own slice of device memory (allocated
 //   with the planner: about blocks * ((2R + 7) * E + 6 * entries per
 //   block) words). Covers every shape whose blocks can all be resident.
-// automatic picks shared_tables whenever it fits (Planner::kernel() tells).
+// automatic picks shared_tables whenever it fits (VirtualRankPlanner::kernel() tells).
 enum class Kernel { automatic, shared_tables, global_tables };
 const char* kernel_name(Kernel k);  // "shared_tables", "global_tables", "automatic"
 
@@ -63,7 +64,7 @@ struct Options {
   // R*blocks_per_rank blocks are resident on the GPU at once, one block per
   // SM (every block plans the step: two per SM were slower than half as
   // many blocks); e.g. 16 for 8 ranks on a 132-SM H200 (see
-  // Planner::blocks_per_rank()).
+  // VirtualRankPlanner::blocks_per_rank()).
   int blocks_per_rank = 32;
   // Where the tables live; forcing shared_tables for a shape whose tables
   // do not fit throws RuntimeError from the constructor, naming the limit.
@@ -77,7 +78,7 @@ struct Options {
 };
 
 // Device pointers to one rank's plan (docs/spec/planning.md, "A rank's
-// plan"); they stay valid as long as the Planner and are overwritten by
+// plan"); they stay valid as long as the VirtualRankPlanner and are overwritten by
 // the next plan() call. dup_groups/dup_loffs: only the prefixes named by
 // dup_counts are meaningful; their row order may vary between runs.
 struct DeviceRankPlan {
@@ -99,15 +100,15 @@ struct DeviceRankPlan {
 // Whether a CUDA device is visible; reason in *why_not otherwise.
 bool device_available(std::string* why_not = nullptr);
 
-class Planner {
+class VirtualRankPlanner {
  public:
   // Validates the configuration (InputError), picks the current CUDA
   // device, allocates every buffer (RuntimeError if that fails). No
   // allocation happens afterwards.
-  explicit Planner(const Config& config, const Options& options = Options());
-  ~Planner();
-  Planner(const Planner&) = delete;
-  Planner& operator=(const Planner&) = delete;
+  explicit VirtualRankPlanner(const Config& config, const Options& options = Options());
+  ~VirtualRankPlanner();
+  VirtualRankPlanner(const VirtualRankPlanner&) = delete;
+  VirtualRankPlanner& operator=(const VirtualRankPlanner&) = delete;
 
   // Enqueues one planning step on `stream` (asynchronous, no host sync).
   // d_routing[r]: device pointer to rank r's expert ids (s_r*K of them).

@@ -2,16 +2,16 @@
 // moonep::Planner<ExecutionSpace, Path> plans one step of the process's
 // local ranks of a world on the execution space.
 //
-// Three implementations, chosen at compile time (moonep/impl/planner_spec.hpp),
+// Three implementations, chosen at compile time (moonep/impl/planner_select.hpp),
 // one interface (moonep/impl/planner_concept.hpp, checked by static_assert
 // on each):
 //  * the portable phases (moonep/impl/portable_planner.hpp): Kokkos
 //    kernels on any execution space, over any moonep::World;
-//  * the CUDA specialization (moonep/impl/cuda_spec_planner.hpp): the whole
+//  * the CUDA specialization (moonep/impl/cuda_kernel_planner.hpp): the whole
 //    step in one cooperative kernel launch, for Kokkos::Cuda when MoonEP is
 //    built with CUDA, over a world whose ranks are all in this process;
 //  * the same kernel over a moonep::cuda::GpuWorld
-//    (moonep/impl/gpu_world_spec_planner.hpp), Path = moonep::OnGpuWorld:
+//    (moonep/impl/gpu_world_planner.hpp), Path = moonep::OnGpuWorld:
 //    one cooperative launch per local rank, each on its own stream on its
 //    own device, forked from the execution space's stream and joined back
 //    into it; any GpuWorld (one process holding every rank, on one device
@@ -41,12 +41,12 @@
 #pragma once
 
 #include "moonep/impl/planner_concept.hpp"
-#include "moonep/impl/planner_spec.hpp"
+#include "moonep/impl/planner_select.hpp"
 #include "moonep/impl/portable_planner.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
-#include "moonep/impl/cuda_spec_planner.hpp"
-#include "moonep/impl/gpu_world_spec_planner.hpp"
+#include "moonep/impl/cuda_kernel_planner.hpp"
+#include "moonep/impl/gpu_world_planner.hpp"
 #endif
 
 namespace moonep {

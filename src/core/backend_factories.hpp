@@ -1,6 +1,8 @@
 // Private: the hooks through which each backend directory registers its
-// HostPlanner with the registry in backends.cpp. A backend that is not
-// compiled in is represented by src/core/unavailable_backends.cpp.
+// HostPlanner with the registry in backends.cpp. The portable backend is
+// always compiled (src/portable/host_planner.cpp); the CUDA backend is
+// src/cuda_specializations/cuda_backend.cpp, or src/core/no_cuda_backend.cpp
+// (which says why it is not available) in a build without CUDA.
 #pragma once
 
 #include <memory>

@@ -25,14 +25,14 @@ struct LaunchView {
 };
 
 struct PlannerAccess {
-  static LaunchView launch(Planner& planner);
+  static LaunchView launch(VirtualRankPlanner& planner);
   // Profiling only: a device buffer of ranks*blocks_per_rank*kTracePoints
   // uint64 receiving %globaltimer stamps at phase boundaries (thread 0 of
   // every block; the last two words of a block: SM clock64 at its start
   // and end), or null (the default) for none. In a GpuWorld rank r's
   // blocks take the rows from r*blocks_per_rank, and the buffer must be
   // reachable from every rank's device.
-  static void set_trace(Planner& planner, unsigned long long* trace);
+  static void set_trace(VirtualRankPlanner& planner, unsigned long long* trace);
   static void set_trace(GpuWorld& world, unsigned long long* trace);
 };
 
@@ -43,7 +43,7 @@ struct PlannerAccess {
 // over all blocks). FloorLaunches owns the barrier floor's counter words.
 class FloorLaunches {
  public:
-  explicit FloorLaunches(Planner& planner);
+  explicit FloorLaunches(VirtualRankPlanner& planner);
   ~FloorLaunches();
   FloorLaunches(const FloorLaunches&) = delete;
   FloorLaunches& operator=(const FloorLaunches&) = delete;
@@ -52,7 +52,7 @@ class FloorLaunches {
   void launch_barrier_floor(const std::int32_t* const* d_routing, cudaStream_t stream);
 
  private:
-  Planner& planner_;
+  VirtualRankPlanner& planner_;
   int* words_ = nullptr;  // word 0: the barrier; from word 4, one per block
 };
 

@@ -11,7 +11,7 @@ namespace moonep::cuda::impl {
 __global__ void empty_kernel();
 __global__ void barrier_floor_kernel(const __grid_constant__ KernelParams p, unsigned* bar, int* sink);
 
-FloorLaunches::FloorLaunches(Planner& planner) : planner_(planner) {
+FloorLaunches::FloorLaunches(VirtualRankPlanner& planner) : planner_(planner) {
   const LaunchView v = PlannerAccess::launch(planner_);
   // The floors take the planning kernel's dynamic shared memory: without
   // the opt-in above 48 KiB their cooperative launch fails.

@@ -1,4 +1,4 @@
-// moonep::cuda::Planner: buffers, launch, error reporting and copy-out for
+// moonep::cuda::VirtualRankPlanner: buffers, launch, error reporting and copy-out for
 // the planning kernel with R virtual ranks on one GPU.
 #include <algorithm>
 #include <cstring>
@@ -38,7 +38,7 @@ bool device_available(std::string* why_not) {
   return true;
 }
 
-struct Planner::State {
+struct VirtualRankPlanner::State {
   Config config;
   Options options;
   int device = 0;
@@ -59,14 +59,14 @@ struct Planner::State {
   }
 };
 
-Planner::Planner(const Config& config, const Options& options) : s_(std::make_unique<State>()) {
+VirtualRankPlanner::VirtualRankPlanner(const Config& config, const Options& options) : s_(std::make_unique<State>()) {
   validate(config);
   std::string why;
-  if (!device_available(&why)) throw RuntimeError("moonep::cuda::Planner: " + why);
+  if (!device_available(&why)) throw RuntimeError("moonep::cuda::VirtualRankPlanner: " + why);
   if (options.blocks_per_rank < 1) {
     throw InputError("blocks_per_rank = " + std::to_string(options.blocks_per_rank) + " must be >= 1");
   }
-  const unsigned long long timeout_ns = impl::timeout_ns_of(options.timeout_s, "moonep::cuda::Planner");
+  const unsigned long long timeout_ns = impl::timeout_ns_of(options.timeout_s, "moonep::cuda::VirtualRankPlanner");
   State& s = *s_;
   s.config = config;
   s.options = options;
@@ -74,7 +74,7 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   const int R = config.ranks;
   // Virtual ranks: all R ranks' blocks in one launch, co-resident.
   const impl::LaunchChoice choice =
-      impl::choose_launch(config, options, s.device, R, impl::Launches::one_for_all_ranks, "moonep::cuda::Planner");
+      impl::choose_launch(config, options, s.device, R, impl::Launches::one_for_all_ranks, "moonep::cuda::VirtualRankPlanner");
   s.kernel = choice.kernel;
   s.func = choice.func;
   s.bpr = choice.bpr;
@@ -112,11 +112,11 @@ Planner::Planner(const Config& config, const Options& options) : s_(std::make_un
   s.last_routing_len.assign(R, -1);
 }
 
-Planner::~Planner() = default;
+VirtualRankPlanner::~VirtualRankPlanner() = default;
 
-const Config& Planner::config() const { return s_->config; }
-int Planner::blocks_per_rank() const { return s_->bpr; }
-Kernel Planner::kernel() const { return s_->kernel; }
+const Config& VirtualRankPlanner::config() const { return s_->config; }
+int VirtualRankPlanner::blocks_per_rank() const { return s_->bpr; }
+Kernel VirtualRankPlanner::kernel() const { return s_->kernel; }
 
 const char* kernel_name(Kernel k) {
   switch (k) {
@@ -126,8 +126,8 @@ const char* kernel_name(Kernel k) {
   }
   return "automatic";
 }
-int Planner::threads_per_block() { return impl::kThreads; }
-const DeviceRankPlan& Planner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
+int VirtualRankPlanner::threads_per_block() { return impl::kThreads; }
+const DeviceRankPlan& VirtualRankPlanner::rank_plan(int rank) const { return s_->rank_plans.at(rank); }
 
 using impl::launch_cooperative;
 
@@ -147,10 +147,10 @@ void take_routing(impl::KernelParams& p, int R, const std::int32_t* const* d_rou
 }
 }  // namespace
 
-void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
+void VirtualRankPlanner::plan(const std::int32_t* const* d_routing, const std::int32_t* const* d_tpe, cudaStream_t stream,
                    const std::int32_t* d_tokens_per_rank, const std::int64_t* routing_len) {
   State& s = *s_;
-  take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::Planner::plan");
+  take_routing(s.params, s.config.ranks, d_routing, d_tpe, "moonep::cuda::VirtualRankPlanner::plan");
   for (int r = 0; r < s.config.ranks; ++r) {
     s.last_routing[r] = s.params.routing[r];
     s.last_tpe[r] = s.params.tpe[r];
@@ -164,13 +164,13 @@ void Planner::plan(const std::int32_t* const* d_routing, const std::int32_t* con
 }
 
 // The benchmark's view (bench_access.hpp).
-impl::LaunchView impl::PlannerAccess::launch(Planner& planner) {
-  Planner::State& s = *planner.s_;
+impl::LaunchView impl::PlannerAccess::launch(VirtualRankPlanner& planner) {
+  VirtualRankPlanner::State& s = *planner.s_;
   return LaunchView{&s.params, s.func, s.config.ranks * s.bpr, s.smem};
 }
-void impl::PlannerAccess::set_trace(Planner& planner, unsigned long long* trace) { planner.s_->params.trace = trace; }
+void impl::PlannerAccess::set_trace(VirtualRankPlanner& planner, unsigned long long* trace) { planner.s_->params.trace = trace; }
 
-void Planner::check(cudaStream_t stream) {
+void VirtualRankPlanner::check(cudaStream_t stream) {
   State& s = *s_;
   check_cuda(cudaMemcpyAsync(s.host_status, s.status.ptr, sizeof(impl::DeviceStatus),
                              cudaMemcpyDeviceToHost, stream),
@@ -198,11 +198,11 @@ void Planner::check(cudaStream_t stream) {
                                       {s.last_routing.at(rank), s.last_routing_len.at(rank), s.last_tpe.at(rank),
                                        s.last_counts ? s.last_counts + rank : nullptr});
       },
-      "moonep::cuda::Planner: a block waited more than " + std::to_string(s.options.timeout_s) + " s at " +
+      "moonep::cuda::VirtualRankPlanner: a block waited more than " + std::to_string(s.options.timeout_s) + " s at " +
           impl::late_counters(st.late) + " (the ranks' blocks were not all running at once); the step was abandoned");
 }
 
-HostPlan Planner::copy_out(cudaStream_t stream) {
+HostPlan VirtualRankPlanner::copy_out(cudaStream_t stream) {
   check(stream);
   const State& s = *s_;
   std::optional<TokensPerRank> counts;

@@ -1,6 +1,6 @@
 // Private: what both hosts of the planning kernels share, the virtual-rank
-// Planner (cuda_planner.cu: R ranks in one launch) and the GpuWorld
-// (gpu_world.cu: one launch per rank): which kernel runs a shape with how
+// VirtualRankPlanner (cuda_planner.cu: R ranks in one launch) and the GpuWorld
+// (gpu_world/gpu_world.cu: one launch per rank): which kernel runs a shape with how
 // many blocks, the chunk layouts and scalars of KernelParams, the
 // cooperative launch, and turning a DeviceStatus into the exception the
 // user sees.
@@ -32,7 +32,7 @@ __global__ void plan_kernel_global_tables(const __grid_constant__ KernelParams p
 __global__ void plan_kernel_shared_tables_world(const __grid_constant__ KernelParams p);
 __global__ void plan_kernel_global_tables_world(const __grid_constant__ KernelParams p);
 
-// Who launches the kernel: the virtual-rank Planner (one launch holds
+// Who launches the kernel: the virtual-rank VirtualRankPlanner (one launch holds
 // every rank) or a GpuWorld (one launch per rank).
 enum class Launches { one_for_all_ranks, one_per_rank };
 

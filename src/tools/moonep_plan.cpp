@@ -34,7 +34,7 @@ int main(int argc, char* argv[]) {
       std::cout << tools::plan_version();
       return 0;
     }
-    // --world gpu under an MPI launch is one process per rank (gpu_world.cpp).
+    // --world gpu under an MPI launch is one process per rank (world_gpu.cpp).
     tools::refuse_plain_run_under_mpi(options.world == tools::World::mpi || options.world == tools::World::gpu);
     const char* program = argc > 0 ? argv[0] : "moonep-plan";
     if (options.world == tools::World::mpi) return tools::run_mpi_world(options, program);

@@ -1,6 +1,6 @@
 // Private to moonep-plan: what the runs of one MPI process per rank share
-// (--world mpi, mpi_world.cpp; --world gpu under an MPI launch,
-// mpi_gpu_world.cpp): MPI for the run, the timeout, the first stage (the
+// (--world mpi, world_mpi.cpp; --world gpu under an MPI launch,
+// world_gpu_mpi.cpp): MPI for the run, the timeout, the first stage (the
 // options and the problem, read by every process and agreed on) and the
 // last (rank 0 writes the plan file and the summary). Between them each
 // world plans this process's rank in a stage of its own (MpiStages::run).

@@ -20,17 +20,17 @@ int run_in_this_process(const PlanOptions& options, const char* program, Backend
                         const std::function<std::unique_ptr<HostPlanner>(const Config&)>& make);
 
 // One launch per rank, each on its GPU (moonep::cuda::GpuWorld):
-// gpu_world.cpp when MoonEP is built with CUDA, else no_gpu_world.cpp.
+// world_gpu.cpp when MoonEP is built with CUDA, else world_gpu_unavailable.cpp.
 // Under an MPI launch of several processes it runs run_mpi_gpu_world.
 int run_gpu_world(const PlanOptions& options, const char* program);
 
 // --world gpu with one MPI process per rank (mpirun -np R moonep-plan
-// --world gpu ...; make_mpi_gpu_world): mpi_gpu_world.cpp when MoonEP is
-// built with CUDA and MPI, else no_mpi_gpu_world.cpp (CUDA builds only).
+// --world gpu ...; make_mpi_gpu_world): world_gpu_mpi.cpp when MoonEP is
+// built with CUDA and MPI, else world_gpu_mpi_unavailable.cpp (CUDA builds only).
 int run_mpi_gpu_world(const PlanOptions& options, const char* program);
 
 // One MPI process per rank (mpirun -np R moonep-plan --world mpi ...).
-// mpi_world.cpp when MoonEP is built with MPI worlds, else no_mpi_world.cpp.
+// world_mpi.cpp when MoonEP is built with MPI worlds, else world_mpi_unavailable.cpp.
 int run_mpi_world(const PlanOptions& options, const char* program);
 
 }  // namespace moonep::tools

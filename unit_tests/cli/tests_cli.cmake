@@ -128,7 +128,7 @@ moonep_cli_test(synthetic_too_large_for_memory
   EXPECT_RC 2 EXPECT_STDERR "planning R=128 E=8388608|GiB), more than the memory limit of")
 moonep_cli_test(help ARGS "--help" EXPECT_RC 0 EXPECT_STDOUT "usage: moonep-plan|--backend|--imbalance")
 moonep_cli_test(bad_mpi_world_kind ARGS "--world|mpi|--mpi-world|ring" EXPECT_RC 2 EXPECT_STDERR "--mpi-world: unknown kind 'ring'")
-if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/mpi_world.cpp)
+if(NOT MoonEP_HAVE_MPI OR NOT EXISTS ${PROJECT_SOURCE_DIR}/src/tools/world_mpi.cpp)
   moonep_cli_test(world_mpi_unavailable ARGS "--world|mpi" EXPECT_RC 1 EXPECT_STDERR "--world mpi is not available")
 endif()
 if(NOT MoonEP_HAVE_CUDA)

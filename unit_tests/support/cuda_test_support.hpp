@@ -85,7 +85,7 @@ class DeviceRouting {
 
 // A ragged step's R token counts s_r in device memory (the current
 // device's), rewritten in place so that a captured graph replays new
-// counts: data() for cuda::Planner::plan, per_rank() (rank r's count at
+// counts: data() for cuda::VirtualRankPlanner::plan, per_rank() (rank r's count at
 // data() + r) for GpuWorld::plan.
 class DeviceCounts {
  public:

@@ -1,7 +1,7 @@
 // moonep/impl/device_plan_views.hpp — a rank's plan views (RankPlanView)
 // over the CUDA specialization's output buffers (cuda::DeviceRankPlan), for
-// both planners that plan with its kernel (moonep/impl/cuda_spec_planner.hpp,
-// moonep/impl/gpu_world_spec_planner.hpp): unmanaged views, nothing copied.
+// both planners that plan with its kernel (moonep/impl/cuda_kernel_planner.hpp,
+// moonep/impl/gpu_world_planner.hpp): unmanaged views, nothing copied.
 #pragma once
 
 #include <cstddef>

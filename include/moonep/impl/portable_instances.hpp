@@ -15,10 +15,10 @@
 // launches a kernel is named in MOONEP_PORTABLE_PHASE_FUNCTIONS.
 #pragma once
 
-#include "moonep/impl/phase_b.hpp"
-#include "moonep/impl/phase_c2.hpp"
-#include "moonep/impl/phase_d.hpp"
-#include "moonep/impl/phase_input.hpp"
+#include "moonep/impl/phase_b_root.hpp"
+#include "moonep/impl/phase_c2_destinations.hpp"
+#include "moonep/impl/phase_d_outputs.hpp"
+#include "moonep/impl/phase_a_local.hpp"
 
 // X(Exec, function) for each kernel-launching phase function.
 #define MOONEP_PORTABLE_PHASE_FUNCTIONS(X, Exec) \

@@ -20,8 +20,10 @@
 //
 // Every phase runs the process's local ranks together: each kernel's policy
 // spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
-// launches the same kernels whatever the number of local ranks (12 on an
-// in-process world: validate 3, A 2, B 4, C2 1, D 2).
+// launches the same kernels whatever the number of local ranks: on an
+// in-process world 12 in the device form (validate 3, A 2, B 4, C2 1, D 2)
+// and 10 in the host form (counted by test_portable_labels' Kokkos Tools
+// callback).
 //
 // Data for another rank is stored in place when that rank is local and the
 // world is directly addressable (one process: nothing is put at all), and
@@ -53,10 +55,10 @@
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/input_shapes.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
-#include "moonep/impl/phase_b.hpp"
-#include "moonep/impl/phase_c2.hpp"
-#include "moonep/impl/phase_d.hpp"
-#include "moonep/impl/phase_input.hpp"
+#include "moonep/impl/phase_b_root.hpp"
+#include "moonep/impl/phase_c2_destinations.hpp"
+#include "moonep/impl/phase_d_outputs.hpp"
+#include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/portable_instances.hpp"
 #include "moonep/impl/planner_concept.hpp"
 #include "moonep/impl/rank_plan_view.hpp"

@@ -12,6 +12,7 @@
 
 #include "../device_buffer.hpp"
 #include "moonep/backend.hpp"
+#include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
 #include "moonep/reference.hpp"
 

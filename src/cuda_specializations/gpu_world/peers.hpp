@@ -62,7 +62,7 @@ void all_or_none(WorldPeers* peers, const char* what, const std::string& who, St
 }
 
 // One rank of a world of one process per rank: this process's rank of
-// `peers` on `device` (gpu_world.cu; the MPI start calls it).
+// `peers` on `device` (gpu_world.cu; mpi_peers.cpp calls it).
 struct WorldFactory {
   static std::unique_ptr<GpuWorld> over(const Config& config, int device, std::unique_ptr<WorldPeers> peers,
                                         const WorldOptions& options);

@@ -1,7 +1,7 @@
 // --world gpu: every rank its own cooperative launch on its own GPU
 // (moonep::cuda::GpuWorld), the problem staged from host memory; the plan
 // file and summary as for --world inprocess. Under an MPI launch of several
-// processes, one process per rank instead (mpi_gpu_world.cpp).
+// processes, one process per rank instead (world_gpu_mpi.cpp).
 #include <cuda_runtime_api.h>
 
 #include <memory>

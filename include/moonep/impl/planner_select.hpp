@@ -1,13 +1,13 @@
-// moonep/impl/planner_spec.hpp — which implementation Planner<Exec, Path>
+// moonep/impl/planner_select.hpp — which implementation Planner<Exec, Path>
 // (moonep/planner.hpp) is, chosen at compile time the way Kokkos Kernels
 // chooses its TPL specializations: an availability trait per execution
 // space, and a selector that maps (Exec, Path) to one implementation class.
 //
 //   Path                      Kokkos::Cuda, MoonEP built with CUDA   any other Exec
-//   Automatic (the default)   CudaSpecPlanner (one launch)           PortablePlanner<Exec>
+//   Automatic (the default)   CudaKernelPlanner (one launch)           PortablePlanner<Exec>
 //   PortablePhases            PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec>
-//   CudaSpecialization        CudaSpecPlanner                        compile error
-//   OnGpuWorld                GpuWorldSpecPlanner                    compile error
+//   CudaSpecialization        CudaKernelPlanner                        compile error
+//   OnGpuWorld                GpuWorldPlanner                    compile error
 //
 // Nothing is decided at run time, so a Planner holds (and allocates) only
 // what its one path uses.
@@ -68,8 +68,8 @@ struct uses_cuda_specialization {
 
 template <class ExecutionSpace>
 class PortablePlanner;  // moonep/impl/portable_planner.hpp
-class CudaSpecPlanner;  // moonep/impl/cuda_spec_planner.hpp (CUDA builds only)
-class GpuWorldSpecPlanner;  // moonep/impl/gpu_world_spec_planner.hpp (CUDA builds only)
+class CudaKernelPlanner;  // moonep/impl/cuda_kernel_planner.hpp (CUDA builds only)
+class GpuWorldPlanner;  // moonep/impl/gpu_world_planner.hpp (CUDA builds only)
 
 template <class ExecutionSpace, bool kCuda>
 struct PlannerImplOf {
@@ -78,7 +78,7 @@ struct PlannerImplOf {
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 template <>
 struct PlannerImplOf<Kokkos::Cuda, true> {
-  using type = CudaSpecPlanner;
+  using type = CudaKernelPlanner;
 };
 #endif
 
@@ -89,7 +89,7 @@ struct PlannerImplFor {
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 template <>
 struct PlannerImplFor<Kokkos::Cuda, OnGpuWorld> {
-  using type = GpuWorldSpecPlanner;
+  using type = GpuWorldPlanner;
 };
 #endif
 

@@ -1,4 +1,4 @@
-// moonep/impl/phase_d.hpp — Phase D on every local destination rank at
+// moonep/impl/phase_d_outputs.hpp — Phase D on every local destination rank at
 // once: its outputs from its chunk. src_info is the first value of each
 // slot; the dup structures of step 8 come from the dup links the sources
 // published; the small tables are copied from the per-rank and shared

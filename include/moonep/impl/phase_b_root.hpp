@@ -1,4 +1,4 @@
-// moonep/impl/phase_b.hpp — Phase B, run by rank 0's process:
+// moonep/impl/phase_b_root.hpp — Phase B, run by rank 0's process:
 // docs/spec/planning.md steps 1-5 for all ranks in four kernels, and the tables
 // every rank needs.
 //

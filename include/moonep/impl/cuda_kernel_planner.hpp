@@ -1,7 +1,7 @@
-// moonep/impl/cuda_spec_planner.hpp — the CUDA-specialization path of
+// moonep/impl/cuda_kernel_planner.hpp — the CUDA-specialization path of
 // moonep::Planner<Kokkos::Cuda> (moonep/planner.hpp; selected in
-// moonep/impl/planner_spec.hpp): the whole step of every rank in one
-// cooperative launch of moonep::cuda::Planner (moonep/cuda_planner.hpp),
+// moonep/impl/planner_select.hpp): the whole step of every rank in one
+// cooperative launch of moonep::cuda::VirtualRankPlanner (moonep/cuda_planner.hpp),
 // R virtual ranks as groups of blocks on the execution space's GPU.
 //
 // What must stay true:
@@ -16,7 +16,7 @@
 //  * Host facts (rank arrays, lengths) are checked before the launch in the
 //    portable planner's words (moonep/impl/input_shapes.hpp); what only the
 //    kernel sees (expert ids, token counts, tokens_per_expert) comes back
-//    from cuda::Planner::check() as InputError. Either way the planner
+//    from cuda::VirtualRankPlanner::check() as InputError. Either way the planner
 //    stays usable.
 //  * A ragged step's counts stay on the device: the kernel reads them when
 //    it runs and writes RankPlanView::entries (DeviceRankPlan::entries);
@@ -41,7 +41,7 @@
 
 namespace moonep::impl {
 
-class CudaSpecPlanner {
+class CudaKernelPlanner {
  public:
   using execution_space = Kokkos::Cuda;
   using memory_space = Kokkos::CudaSpace;
@@ -54,7 +54,7 @@ class CudaSpecPlanner {
 
   // Throws InputError for a bad config, a world of the wrong size or with
   // ranks in other processes; RuntimeError if the GPU cannot run the shape.
-  CudaSpecPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
+  CudaKernelPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
       : config_(checked_all_local(config, world)),
         world_(world),
         claim_(world),
@@ -70,15 +70,15 @@ class CudaSpecPlanner {
     region_ = std::string("moonep::cuda::") + cuda::kernel_name(planner_.kernel());
   }
 
-  CudaSpecPlanner(const CudaSpecPlanner&) = delete;
-  CudaSpecPlanner& operator=(const CudaSpecPlanner&) = delete;
+  CudaKernelPlanner(const CudaKernelPlanner&) = delete;
+  CudaKernelPlanner& operator=(const CudaKernelPlanner&) = delete;
 
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
   const std::vector<int>& local_ranks() const { return world_.local_ranks(); }
   const plan_type& last_plan() const { return plan_; }
   // The CUDA planner itself (kernel chosen, launch shape).
-  const cuda::Planner& cuda_planner() const { return planner_; }
+  const cuda::VirtualRankPlanner& cuda_planner() const { return planner_; }
 
   // As PortablePlanner::plan: routing[i] belongs to world().local_ranks()[i]
   // (here: rank i). Returns once the plan is in the plan views.
@@ -119,7 +119,7 @@ class CudaSpecPlanner {
     return c;
   }
 
-  // cuda::Planner takes the current device: it must be the one of `exec`.
+  // cuda::VirtualRankPlanner takes the current device: it must be the one of `exec`.
   static const Config& on_device(const Kokkos::Cuda& exec, const Config& c) {
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess || current != exec.cuda_device()) {
@@ -134,7 +134,7 @@ class CudaSpecPlanner {
   world_type& world_;
   WorldClaim<world_type> claim_;
   Kokkos::Cuda exec_;
-  cuda::Planner planner_;
+  cuda::VirtualRankPlanner planner_;
   std::vector<const std::int32_t*> routing_, tpe_;
   std::vector<std::int64_t> routing_len_;
   std::string region_;
@@ -142,6 +142,6 @@ class CudaSpecPlanner {
 };
 
 // The interface of moonep/impl/planner_concept.hpp.
-MOONEP_ASSERT_PLANNER(CudaSpecPlanner);
+MOONEP_ASSERT_PLANNER(CudaKernelPlanner);
 
 }  // namespace moonep::impl

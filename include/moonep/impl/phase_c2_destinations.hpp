@@ -1,4 +1,4 @@
-// moonep/impl/phase_c2.hpp — Phase C2 on every local source rank at once:
+// moonep/impl/phase_c2_destinations.hpp — Phase C2 on every local source rank at once:
 // each entry's destination (binary search over its expert's acum), the
 // dedup of step 7, and each slot's (src_info, dup link, dup index) for the
 // destination rank's chunk.
@@ -29,7 +29,7 @@
 #include <string>
 
 #include "moonep/impl/chunk_layout.hpp"
-#include "moonep/impl/phase_input.hpp"
+#include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/world.hpp"
 

@@ -1,4 +1,4 @@
-// moonep/impl/phase_input.hpp — the rank-local work that needs nothing from
+// moonep/impl/phase_a_local.hpp — the rank-local work that needs nothing from
 // other ranks, for every local rank at once: the per-block expert histogram
 // (which is both each rank's tokens-per-expert and the validation of its
 // routing), Phase A's clearing of the receive slots, and Phase C1, the

@@ -1,6 +1,6 @@
-// moonep/impl/gpu_world_spec_planner.hpp — moonep::Planner<Kokkos::Cuda,
+// moonep/impl/gpu_world_planner.hpp — moonep::Planner<Kokkos::Cuda,
 // moonep::OnGpuWorld> (moonep/planner.hpp; selected in
-// moonep/impl/planner_spec.hpp): the CUDA kernel over a
+// moonep/impl/planner_select.hpp): the CUDA kernel over a
 // moonep::cuda::GpuWorld (moonep/gpu_world.hpp), one cooperative launch per
 // local rank on the rank's own stream, forked from and joined into the
 // execution space's stream. Any GpuWorld: one process holding every rank
@@ -46,7 +46,7 @@
 
 namespace moonep::impl {
 
-class GpuWorldSpecPlanner {
+class GpuWorldPlanner {
  public:
   using execution_space = Kokkos::Cuda;
   using memory_space = Kokkos::CudaSpace;
@@ -60,7 +60,7 @@ class GpuWorldSpecPlanner {
   // InputError for a bad config or one that is not the world's, or an
   // execution space on another device than the world's first local rank.
   // RuntimeError if a count slot cannot be allocated.
-  GpuWorldSpecPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
+  GpuWorldPlanner(const Config& config, world_type& world, const Kokkos::Cuda& exec = Kokkos::Cuda())
       : config_(checked(config, world, exec)),
         world_(world),
         exec_(exec),
@@ -77,8 +77,8 @@ class GpuWorldSpecPlanner {
     }
   }
 
-  GpuWorldSpecPlanner(const GpuWorldSpecPlanner&) = delete;
-  GpuWorldSpecPlanner& operator=(const GpuWorldSpecPlanner&) = delete;
+  GpuWorldPlanner(const GpuWorldPlanner&) = delete;
+  GpuWorldPlanner& operator=(const GpuWorldPlanner&) = delete;
 
   const Config& config() const { return config_; }
   world_type& world() const { return world_; }
@@ -187,6 +187,6 @@ class GpuWorldSpecPlanner {
 };
 
 // The interface of moonep/impl/planner_concept.hpp.
-MOONEP_ASSERT_PLANNER(GpuWorldSpecPlanner);
+MOONEP_ASSERT_PLANNER(GpuWorldPlanner);
 
 }  // namespace moonep::impl
