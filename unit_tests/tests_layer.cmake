@@ -1,0 +1,4 @@
+# The layer operations (docs/spec/layer.md): the reference against the
+# direct MoE computation, its backward, the expert copies, bad input.
+moonep_add_test(test_layer
+  test_layer_forward.cpp)
