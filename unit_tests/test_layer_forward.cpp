@@ -17,19 +17,6 @@ using namespace layer_test;
 using moonep::bf16;
 
 constexpr int kHidden = 6;
-constexpr double kSentinel = 7.75;  // what an "untouched" buffer holds
-
-// The steps every forward and backward test runs on.
-std::vector<std::pair<std::string, Step>> steps() {
-  std::vector<std::pair<std::string, Step>> all;
-  all.emplace_back("full", synthetic_step(Config{4, 16, 4, 12, 4, 4}, 1.5, 11, false));
-  all.emplace_back("ragged", synthetic_step(Config{4, 16, 4, 12, 4, 4}, 1.5, 12, true));
-  all.emplace_back("small copy slots", synthetic_step(Config{4, 16, 3, 10, 1, 2}, 2.5, 13, false));
-  all.emplace_back("one rank per token", one_rank_step(Config{4, 8, 6, 10, 2, 3}, 14));
-  all.emplace_back("R = 1", synthetic_step(Config{1, 4, 3, 9, 1, 2}, 1.0, 15, false));
-  all.emplace_back("R = 1 ragged", synthetic_step(Config{1, 4, 2, 9, 1, 1}, 1.0, 16, true));
-  return all;
-}
 
 // Checks dispatch's recv against the contract's definition, entry by entry
 // (independent of the transport): every entry's slot holds its token's row
@@ -107,7 +94,7 @@ void forward_case(const std::string& name, const Step& s, Values values) {
 
 template <class T>
 void forward_all() {
-  for (const auto& [name, step] : steps()) {
+  for (const auto& [name, step] : layer_steps()) {
     forward_case<T>(name, step, Values::exact);
     forward_case<T>(name, step, Values::random);
   }
@@ -120,7 +107,7 @@ TEST_CASE("dispatch and combine match the direct layer (double)") { forward_all<
 TEST_CASE("dispatch and combine match the direct layer (bf16)") { forward_all<bf16>(); }
 
 TEST_CASE("the steps have what the tests claim: duplicates, repeated experts, empty ranks") {
-  const auto all = steps();
+  const auto all = layer_steps();
   const Step& many = all[3].second;
   std::int64_t dups = 0;
   for (const auto& p : many.plan.ranks) dups += p.dup_counts[1];

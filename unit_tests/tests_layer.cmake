@@ -1,4 +1,7 @@
 # The layer operations (docs/spec/layer.md): the reference against the
 # direct MoE computation, its backward, the expert copies, bad input.
 moonep_add_test(test_layer
-  test_layer_forward.cpp)
+  test_layer_forward.cpp
+  test_layer_backward.cpp
+  test_layer_experts.cpp
+  test_layer_bad_input.cpp)

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "moonep/host_plan.hpp"
@@ -70,6 +72,20 @@ inline Step one_rank_step(const Config& c, std::uint64_t seed) {
   return make_step(c, routing);
 }
 
+constexpr double kSentinel = 7.75;  // what an "untouched" buffer holds
+
+// The steps every forward and backward test runs on.
+inline std::vector<std::pair<std::string, Step>> layer_steps() {
+  std::vector<std::pair<std::string, Step>> all;
+  all.emplace_back("full", synthetic_step(Config{4, 16, 4, 12, 4, 4}, 1.5, 11, false));
+  all.emplace_back("ragged", synthetic_step(Config{4, 16, 4, 12, 4, 4}, 1.5, 12, true));
+  all.emplace_back("small copy slots", synthetic_step(Config{4, 16, 3, 10, 1, 2}, 2.5, 13, false));
+  all.emplace_back("one rank per token", one_rank_step(Config{4, 8, 6, 10, 2, 3}, 14));
+  all.emplace_back("R = 1", synthetic_step(Config{1, 4, 3, 9, 1, 2}, 1.0, 15, false));
+  all.emplace_back("R = 1 ragged", synthetic_step(Config{1, 4, 2, 9, 1, 1}, 1.0, 16, true));
+  return all;
+}
+
 // How the data's values are drawn: `exact` gives small multiples of 1/4
 // (rows in -2..2, weights in 0.25..1), so every product and every partial
 // sum of a step is exact in float and the result is the exact sum rounded
@@ -110,6 +126,14 @@ double from(T v) {
 template <class T>
 bool same_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Where entry i of rank r landed: (rank, slot), duplicates decoded too.
+inline std::pair<int, std::int64_t> slot_of(const Step& s, int r, std::int64_t i) {
+  const std::int64_t nvs = s.c.slots();
+  std::int64_t code = s.plan.ranks[r].dst[i];
+  if (code < 0) code = -code - 1;
+  return {static_cast<int>(code / nvs), code % nvs};
 }
 
 // Rank-major buffers of `rows` rows of `width` per rank; rows from
