@@ -5,3 +5,5 @@ moonep_add_test(test_layer
   test_layer_backward.cpp
   test_layer_experts.cpp
   test_layer_bad_input.cpp)
+# NumPy .npy files (src/io/npy.cpp), moonep-layer's file format.
+moonep_add_test(test_npy test_npy.cpp)
