@@ -7,3 +7,5 @@ moonep_add_test(test_layer
   test_layer_bad_input.cpp)
 # NumPy .npy files (src/io/npy.cpp), moonep-layer's file format.
 moonep_add_test(test_npy test_npy.cpp)
+# The moonep-layer command line.
+include(${CMAKE_CURRENT_LIST_DIR}/layer_cli/tests_layer_cli.cmake)
