@@ -60,3 +60,7 @@ moonep_layer_cli_test(same_output_twice MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_o
 moonep_layer_cli_test(output_directory MAKE ${_step} EXPECT_RC 1
   ARGS "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@|--grad-weights|@W@/gw.npy"
   EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
+
+# docs/layer_cli.md quotes moonep-layer --help as it is.
+add_test(NAME docs_layer_cli_help COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/layer_cli.md
+  -DPLANNER=$<TARGET_FILE:moonep-layer> -DPROGRAM=moonep-layer -P ${PROJECT_SOURCE_DIR}/examples/check_cli_help.cmake)
