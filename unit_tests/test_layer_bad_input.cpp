@@ -15,15 +15,6 @@ namespace {
 
 using namespace layer_test;
 
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const moonep::InputError& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
-
 struct Buffers {
   PerRank<float> x, w, recv, recv_w, out;
   explicit Buffers(const Config& c, int hidden)

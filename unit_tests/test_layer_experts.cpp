@@ -60,15 +60,6 @@ Step copy_everywhere_step() {
   return make_step(c, Routing(4, std::vector<std::int32_t>(6, 0)));
 }
 
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const moonep::InputError& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
-
 template <class T>
 void linear_layer_case(const std::string& name, const Step& s, Values values) {
   using W = moonep::weight_t<T>;

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "moonep/error.hpp"
 #include "moonep/host_plan.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/reference.hpp"
@@ -126,6 +128,16 @@ double from(T v) {
 template <class T>
 bool same_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// The message of the InputError f throws, or "(nothing thrown)".
+inline std::string input_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const moonep::InputError& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
 }
 
 // Where entry i of rank r landed: (rank, slot), duplicates decoded too.
