@@ -9,3 +9,5 @@ moonep_add_test(test_layer
 moonep_add_test(test_npy test_npy.cpp)
 # The moonep-layer command line.
 include(${CMAKE_CURRENT_LIST_DIR}/layer_cli/tests_layer_cli.cmake)
+# The portable dispatch and combine (moonep/layer.hpp) against the reference.
+moonep_add_test(test_layer_portable test_layer_portable.cpp)

@@ -1,0 +1,231 @@
+// moonep/layer.hpp — dispatch and combine (docs/spec/layer.md) as Kokkos
+// kernels, for the plan of an in-process world (moonep::InProcessWorld: every
+// rank in this process, so every rank's buffers are one view whose first
+// extent is the rank). The portable path beside the reference
+// (moonep/layer_reference.hpp), which it matches bit for bit.
+//
+// Views in, views out, one execution space instance; the partial rows of
+// the combine prologue are allocated once, for H and T, when the object is
+// made, and nothing per step. The operations enqueue kernels on the
+// instance and return without fencing (no host synchronisation, so a step
+// can be captured with the plan); the caller fences before reading.
+// Ragged steps: the counts are read on the device (plan.ranks[r].entries),
+// so rows past s_r are never read.
+//
+// The transport is the contract's: each source rank writes its primaries'
+// rows straight into the destination's receive buffer and every entry's
+// weight; each destination zeroes its padding and copies primaries' rows
+// into their duplicates' slots (dispatch epilogue). Combine weights every
+// slot by recv_w at the destination, adds duplicates into their primary
+// (prologue, increasing k), and each source adds its primaries' partial
+// rows in increasing k, rounding to T once.
+//
+// T: float or double (bfloat16 on the host is the reference's; Kokkos 3.4
+// has no device bfloat16).
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "moonep/error.hpp"
+#include "moonep/layer_reference.hpp"
+#include "moonep/planner.hpp"
+
+namespace moonep {
+
+template <class T, class ExecutionSpace = Kokkos::DefaultExecutionSpace>
+class InProcessLayer {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "InProcessLayer: T is float or double");
+
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = typename ExecutionSpace::memory_space;
+  using weight_type = weight_t<T>;
+  using accum_type = accum_t<T>;
+  // [R][rows][H]: x and out (rows S), recv and y (rows NvS).
+  using rows_view = Kokkos::View<T***, Kokkos::LayoutRight, memory_space>;
+  using const_rows_view = Kokkos::View<const T***, Kokkos::LayoutRight, memory_space>;
+  // w [R][S][K]; recv_w [R][NvS].
+  using weights_view = Kokkos::View<const weight_type***, Kokkos::LayoutRight, memory_space>;
+  using slot_weights_view = Kokkos::View<weight_type**, Kokkos::LayoutRight, memory_space>;
+  using const_slot_weights_view = Kokkos::View<const weight_type**, Kokkos::LayoutRight, memory_space>;
+  using plan_type = Plan<memory_space>;
+
+  // Buffers for rows of `hidden` values (H for dispatch; H' for combine:
+  // make one object per width). InputError for a bad config or width.
+  InProcessLayer(const Config& config, int hidden, ExecutionSpace exec = ExecutionSpace())
+      : config_(config), hidden_(hidden), exec_(exec) {
+    validate(config);
+    if (hidden < 1) throw InputError("InProcessLayer: H must be at least 1, got " + std::to_string(hidden));
+    partial_ = Kokkos::View<accum_type***, Kokkos::LayoutRight, memory_space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "moonep::layer::partial"), config.ranks, config.slots(),
+        hidden);
+  }
+
+  const Config& config() const { return config_; }
+  int hidden() const { return hidden_; }
+
+  // recv[d][loff] = x[r][t], recv_w[d][loff] = w[r][t][k] for every filled
+  // slot; padding rows and weights zero; undefined slots untouched.
+  void dispatch(const plan_type& plan, const const_rows_view& x, const weights_view& w, const rows_view& recv,
+                const slot_weights_view& recv_w) const {
+    check_plan(plan, "dispatch");
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
+    check_extents("dispatch", "x", x, S, "S");
+    check_extents("dispatch", "recv", recv, nvs, "NvS");
+    check_weights("dispatch", w);
+    if (recv_w.extent(0) != static_cast<std::size_t>(config_.ranks) || recv_w.extent(1) != static_cast<std::size_t>(nvs))
+      throw InputError("dispatch: recv_w is not [R][NvS] = [" + std::to_string(config_.ranks) + "][" +
+                       std::to_string(nvs) + "]");
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    // 1. Every source pushes its primaries' rows and every entry's weight.
+    for (int r = 0; r < config_.ranks; ++r) {
+      const auto dst = plan.ranks[r].dst;
+      const auto entries = plan.ranks[r].entries;
+      Kokkos::parallel_for(
+          "moonep::layer::dispatch_rows", policy(exec_, 0, S * K * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t i = n / H, h = n % H;
+            if (i >= entries(0)) return;
+            const std::int32_t code = dst(i);
+            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+            const std::int64_t d = c / nvs, loff = c % nvs;
+            if (h == 0) recv_w(d, loff) = w(r, i / K, i % K);
+            if (code >= 0) recv(d, loff, h) = x(r, i / K, h);
+          });
+    }
+    for (int d = 0; d < config_.ranks; ++d) {
+      // 2. Padding: zero rows, weight 0.
+      const auto zero_fill = plan.ranks[d].zero_fill_ranges;
+      Kokkos::parallel_for(
+          "moonep::layer::dispatch_padding", policy(exec_, 0, config_.groups()), KOKKOS_LAMBDA(const std::int64_t g) {
+            for (std::int64_t s = zero_fill(g, 0); s < zero_fill(g, 0) + zero_fill(g, 1); ++s) {
+              recv_w(d, s) = weight_type(0);
+              for (std::int64_t h = 0; h < H; ++h) recv(d, s, h) = T(0);
+            }
+          });
+      // 3. Epilogue: duplicates take their primary's row.
+      const auto groups = plan.ranks[d].dup_groups;
+      const auto loffs = plan.ranks[d].dup_loffs;
+      const auto counts = plan.ranks[d].dup_counts;
+      Kokkos::parallel_for(
+          "moonep::layer::dispatch_epilogue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t j = n / H, h = n % H;
+            if (j >= counts(0)) return;
+            const std::int64_t primary = groups(j, 0);
+            for (std::int32_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
+              recv(d, loffs(q), h) = recv(d, primary, h);
+          });
+    }
+  }
+
+  // out[r][t] = sum_k recv_w[d_k][loff_k] * y[d_k][loff_k] (the weights
+  // dispatch wrote) for t < s_r, in the contract's order; rows past s_r
+  // untouched.
+  void combine(const plan_type& plan, const const_rows_view& y, const const_slot_weights_view& recv_w,
+               const rows_view& out) const {
+    run_combine(plan, y, recv_w, true, out);
+  }
+  // The same without weights (experts that applied them).
+  void combine_unweighted(const plan_type& plan, const const_rows_view& y, const rows_view& out) const {
+    run_combine(plan, y, const_slot_weights_view(), false, out);
+  }
+
+ private:
+  void run_combine(const plan_type& plan, const const_rows_view& y, const const_slot_weights_view& recv_w,
+                   bool weighted, const rows_view& out) const {
+    check_plan(plan, "combine");
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
+    check_extents("combine", "y", y, nvs, "NvS");
+    check_extents("combine", "out", out, S, "S");
+    if (weighted &&
+        (recv_w.extent(0) != static_cast<std::size_t>(config_.ranks) || recv_w.extent(1) != static_cast<std::size_t>(nvs)))
+      throw InputError("combine: recv_w is not [R][NvS] = [" + std::to_string(config_.ranks) + "][" +
+                       std::to_string(nvs) + "]");
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const auto partial = partial_;
+    for (int d = 0; d < config_.ranks; ++d) {
+      // 1. Every filled slot's weighted row, in the accumulation type.
+      const auto src_info = plan.ranks[d].src_info;
+      Kokkos::parallel_for(
+          "moonep::layer::combine_weigh", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t s = n / H, h = n % H;
+            if (src_info(s) < 0) return;
+            const accum_type v = y(d, s, h);
+            partial(d, s, h) = weighted ? accum_type(recv_w(d, s)) * v : v;
+          });
+      // 2. Prologue: duplicates added into their primary in increasing k.
+      const auto groups = plan.ranks[d].dup_groups;
+      const auto loffs = plan.ranks[d].dup_loffs;
+      const auto counts = plan.ranks[d].dup_counts;
+      Kokkos::parallel_for(
+          "moonep::layer::combine_prologue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t j = n / H, h = n % H;
+            if (j >= counts(0)) return;
+            const std::int64_t primary = groups(j, 0);
+            accum_type acc = partial(d, primary, h);
+            for (std::int32_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q) acc += partial(d, loffs(q), h);
+            partial(d, primary, h) = acc;
+          });
+    }
+    // 3. Every source adds its primaries' partial rows in increasing k.
+    for (int r = 0; r < config_.ranks; ++r) {
+      const auto dst = plan.ranks[r].dst;
+      const auto entries = plan.ranks[r].entries;
+      Kokkos::parallel_for(
+          "moonep::layer::combine_sum", policy(exec_, 0, S * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t t = n / H, h = n % H;
+            if (t * K >= entries(0)) return;
+            accum_type acc = 0;
+            bool first = true;
+            for (std::int64_t k = 0; k < K; ++k) {
+              const std::int32_t code = dst(t * K + k);
+              if (code < 0) continue;  // a duplicate: in its primary's partial row
+              const accum_type v = partial(code / nvs, code % nvs, h);
+              acc = first ? v : acc + v;
+              first = false;
+            }
+            out(r, t, h) = static_cast<T>(acc);
+          });
+    }
+  }
+
+  // A plan of this configuration and world: every rank, planned (entries
+  // set by the planner), for this config.
+  void check_plan(const plan_type& plan, const char* op) const {
+    const Config& c = plan.config;
+    const bool same = c.ranks == config_.ranks && c.experts == config_.experts && c.topk == config_.topk &&
+                      c.tokens == config_.tokens && c.copy_slots == config_.copy_slots &&
+                      c.token_padding == config_.token_padding;
+    if (!same)
+      throw InputError(std::string(op) + ": the plan is of " + describe(c) + ", the layer of " + describe(config_));
+    if (plan.ranks.size() != static_cast<std::size_t>(config_.ranks))
+      throw InputError(std::string(op) + ": the plan holds " + std::to_string(plan.ranks.size()) +
+                       " ranks; the in-process layer needs all " + std::to_string(config_.ranks));
+    for (int r = 0; r < config_.ranks; ++r)
+      if (plan.ranks[r].rank != r || plan.ranks[r].entries.extent(0) < 1)
+        throw InputError(std::string(op) + ": plan rank " + std::to_string(r) + " is not a planned rank " +
+                         std::to_string(r) + " (use the plan of a Planner over an InProcessWorld)");
+  }
+  template <class V>
+  void check_extents(const char* op, const char* name, const V& v, std::int64_t rows, const char* rows_name) const {
+    if (v.extent(0) != static_cast<std::size_t>(config_.ranks) || v.extent(1) != static_cast<std::size_t>(rows) ||
+        v.extent(2) != static_cast<std::size_t>(hidden_))
+      throw InputError(std::string(op) + ": " + name + " is [" + std::to_string(v.extent(0)) + "][" +
+                       std::to_string(v.extent(1)) + "][" + std::to_string(v.extent(2)) + "], expected [R][" +
+                       rows_name + "][H] = [" + std::to_string(config_.ranks) + "][" + std::to_string(rows) + "][" +
+                       std::to_string(hidden_) + "]");
+  }
+  void check_weights(const char* op, const weights_view& w) const {
+    if (w.extent(0) != static_cast<std::size_t>(config_.ranks) || w.extent(1) != static_cast<std::size_t>(config_.tokens) ||
+        w.extent(2) != static_cast<std::size_t>(config_.topk))
+      throw InputError(std::string(op) + ": w is not [R][S][K] = [" + std::to_string(config_.ranks) + "][" +
+                       std::to_string(config_.tokens) + "][" + std::to_string(config_.topk) + "]");
+  }
+
+  Config config_;
+  int hidden_;
+  ExecutionSpace exec_;
+  Kokkos::View<accum_type***, Kokkos::LayoutRight, memory_space> partial_;
+};
+
+}  // namespace moonep

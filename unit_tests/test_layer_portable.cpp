@@ -1,0 +1,124 @@
+// The portable dispatch and combine (moonep/layer.hpp, InProcessLayer) on
+// every host execution space against the reference layer, bit for bit:
+// recv, recv_w and out (weighted and not), full and ragged steps (rows past
+// s_r NaN), many duplicates, R = 1, float and double; and its bad input.
+#include "catch2_compat.hpp"
+
+#include <string>
+
+#include "moonep/layer.hpp"
+#include "support/layer_cases.hpp"
+#include "test_portable_support.hpp"
+
+using namespace layer_test;
+
+namespace {
+
+constexpr int kHidden = 3;
+
+// Rank-major host buffers as a [R][n][m] view of MemorySpace, and back.
+template <class V, class Mem>
+Kokkos::View<V***, Kokkos::LayoutRight, Mem> to_view(const PerRank<V>& host, std::int64_t n, std::int64_t m) {
+  Kokkos::View<V***, Kokkos::LayoutRight, Mem> v("test_rows", host.size(), n, m);
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t r = 0; r < host.size(); ++r)
+    for (std::int64_t i = 0; i < n * m; ++i) h(r, i / m, i % m) = host[r][i];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+template <class View>
+PerRank<typename View::non_const_value_type> from_view(const View& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  PerRank<typename View::non_const_value_type> out(v.extent(0));
+  for (std::size_t r = 0; r < v.extent(0); ++r)
+    for (std::size_t i = 0; i < v.extent(1); ++i)
+      for (std::size_t j = 0; j < (View::rank == 3 ? v.extent(2) : 1); ++j) {
+        if constexpr (View::rank == 3) out[r].push_back(h(r, i, j));
+        else out[r].push_back(h(r, i));
+      }
+  return out;
+}
+
+template <class T, class P>
+void portable_case(const std::string& name, const Step& s, Values values) {
+  using Exec = typename P::execution_space;
+  using Mem = typename P::memory_space;
+  using W = moonep::weight_t<T>;
+  INFO(name << (values == Values::exact ? ", exact data" : ", random data"));
+  const Config& c = s.c;
+  const std::int64_t nvs = c.slots();
+  moonep::InProcessWorld<Mem> world(c.ranks);
+  P planner(c, world);
+  const bool ragged = s.plan.tokens_per_rank.has_value();
+  const HostPlan host_plan = moonep::test::plan_with(planner, s.routing, nullptr, ragged ? &*s.plan.tokens_per_rank : nullptr);
+  REQUIRE(moonep::plan_difference(host_plan, s.plan) == "");
+
+  Draw draw(values, 41);
+  const PerRank<T> x = rows_of<T>(c, c.tokens, kHidden, s.tokens, draw);
+  const PerRank<W> w = rows_of<W>(c, c.tokens, c.topk, s.tokens, draw, true);
+  PerRank<T> recv = filled<T>(c, nvs * kHidden, kSentinel);
+  PerRank<W> recv_w = filled<W>(c, nvs, kSentinel);
+  moonep::dispatch_reference(s.plan, kHidden, x, w, recv, recv_w);
+
+  moonep::InProcessLayer<T, Exec> layer(c, kHidden);
+  const auto xv = to_view<T, Mem>(x, c.tokens, kHidden);
+  const auto wv = to_view<W, Mem>(w, c.tokens, c.topk);
+  const auto recv_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  Kokkos::View<W**, Kokkos::LayoutRight, Mem> recv_w_v("recv_w", c.ranks, nvs);
+  Kokkos::deep_copy(recv_w_v, W(kSentinel));
+  layer.dispatch(planner.last_plan(), xv, wv, recv_v, recv_w_v);
+  Kokkos::fence();
+  REQUIRE(from_view(recv_v) == recv);
+  REQUIRE(from_view(recv_w_v) == recv_w);
+
+  // Combine the received rows (identity experts), weighted and not.
+  PerRank<T> out = filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel);
+  moonep::combine_reference<T>(s.plan, kHidden, recv, &w, out);
+  const auto out_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.combine(planner.last_plan(), recv_v, recv_w_v, out_v);
+  Kokkos::fence();
+  CHECK(from_view(out_v) == out);
+  moonep::combine_reference<T>(s.plan, kHidden, recv, nullptr, out);
+  layer.combine_unweighted(planner.last_plan(), recv_v, out_v);
+  Kokkos::fence();
+  CHECK(from_view(out_v) == out);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("the portable dispatch and combine match the reference bit for bit", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  INFO(moonep::test::variant_name<TestType>());
+  for (const auto& [name, step] : layer_steps())
+    for (const Values v : {Values::exact, Values::random}) {
+      portable_case<float, TestType>(name, step, v);
+      portable_case<double, TestType>(name, step, v);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable layer refuses views and plans that do not fit it", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  const Step s = synthetic_step(Config{2, 4, 2, 3, 2, 1}, 1.0, 6, false);
+  moonep::InProcessWorld<Mem> world(2);
+  TestType planner(s.c, world);
+  moonep::test::plan_with(planner, s.routing);
+  moonep::InProcessLayer<float, Exec> layer(s.c, 2);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> x("x", 2, 3, 2), x3("x3", 2, 3, 3), recv("recv", 2, s.c.slots(), 2);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> w("w", 2, 3, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> recv_w("recv_w", 2, s.c.slots());
+  CHECK(input_error([&] { layer.dispatch(planner.last_plan(), x3, w, recv, recv_w); }) ==
+        "dispatch: x is [2][3][3], expected [R][S][H] = [2][3][2]");
+  CHECK(input_error([&] { layer.dispatch(planner.last_plan(), x, x3, recv, recv_w); }) ==
+        "dispatch: w is not [R][S][K] = [2][3][2]");
+  moonep::Plan<Mem> other = planner.last_plan();
+  other.config.tokens = 4;
+  CHECK(input_error([&] { layer.dispatch(other, x, w, recv, recv_w); }).find("dispatch: the plan is of ") == 0);
+  other = planner.last_plan();
+  other.ranks.pop_back();
+  CHECK(input_error([&] { layer.combine(other, recv, recv_w, x); }) ==
+        "combine: the plan holds 1 ranks; the in-process layer needs all 2");
+  CHECK(input_error([&] { moonep::InProcessLayer<float, Exec>(s.c, 0); }) ==
+        "InProcessLayer: H must be at least 1, got 0");
+}
