@@ -4,6 +4,7 @@
 // s_r NaN), many duplicates, R = 1, float and double; and its bad input.
 #include "catch2_compat.hpp"
 
+#include <limits>
 #include <string>
 
 #include "moonep/layer.hpp"
@@ -121,4 +122,55 @@ TEMPLATE_LIST_TEST_CASE("the portable layer refuses views and plans that do not 
         "combine: the plan holds 1 ranks; the in-process layer needs all 2");
   CHECK(input_error([&] { moonep::InProcessLayer<float, Exec>(s.c, 0); }) ==
         "InProcessLayer: H must be at least 1, got 0");
+}
+
+TEMPLATE_LIST_TEST_CASE("whatever the plan's views hold, the portable layer stays inside its buffers",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // Out-of-range destinations, padding ranges, dup rows and counts written
+  // into a real plan: every kernel skips what does not fit (the sanitizer
+  // run checks that nothing outside a buffer is touched), and the entries
+  // left intact still land where they belong.
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  const Step s = synthetic_step(Config{2, 4, 2, 5, 2, 2}, 1.0, 9, false);
+  const std::int64_t nvs = s.c.slots();
+  moonep::InProcessWorld<Mem> world(2);
+  TestType planner(s.c, world);
+  const HostPlan good = moonep::test::plan_with(planner, s.routing);
+  moonep::Plan<Mem> plan = planner.last_plan();
+  auto set = [](const auto& view, std::int32_t value) { Kokkos::deep_copy(view, value); };
+  set(Kokkos::subview(plan.ranks[0].dst, 0), std::numeric_limits<std::int32_t>::max());
+  set(Kokkos::subview(plan.ranks[0].dst, 1), std::numeric_limits<std::int32_t>::min());
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 0, 0), static_cast<std::int32_t>(nvs - 1));
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 0, 1), 1000);
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 1, 0), -3);
+  set(plan.ranks[0].dup_groups, -5);
+  set(Kokkos::subview(plan.ranks[1].dup_groups, 0, 0), static_cast<std::int32_t>(nvs + 3));
+  set(Kokkos::subview(plan.ranks[1].dup_groups, 0, 2), 1 << 20);
+  set(Kokkos::subview(plan.ranks[0].dup_counts, 0), static_cast<std::int32_t>(nvs));
+  set(plan.ranks[1].dup_loffs, static_cast<std::int32_t>(-nvs));
+  Draw draw(Values::exact, 3);
+  const PerRank<float> x = rows_of<float>(s.c, s.c.tokens, kHidden, s.tokens, draw);
+  const PerRank<float> w = rows_of<float>(s.c, s.c.tokens, s.c.topk, s.tokens, draw, true);
+  moonep::InProcessLayer<float, Exec> layer(s.c, kHidden);
+  const auto xv = to_view<float, Mem>(x, s.c.tokens, kHidden);
+  const auto wv = to_view<float, Mem>(w, s.c.tokens, s.c.topk);
+  const auto recv = to_view<float, Mem>(filled<float>(s.c, nvs * kHidden, 0), nvs, kHidden);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> recv_w("recv_w", 2, nvs);
+  const auto out = to_view<float, Mem>(filled<float>(s.c, s.c.tokens * kHidden, 0), s.c.tokens, kHidden);
+  layer.dispatch(plan, xv, wv, recv, recv_w);
+  layer.combine(plan, recv, recv_w, out);
+  Kokkos::fence();
+  const PerRank<float> got = from_view(recv);
+  int checked = 0;
+  for (int i = 0; i < s.c.entries(); ++i) {
+    const std::int32_t code = good.ranks[1].dst[i];
+    if (code < 0) continue;  // rank 1's primaries: its dst is intact
+    const int d = static_cast<int>(code / nvs);
+    const std::int64_t loff = code % nvs;
+    if (d == 0 && loff == nvs - 1) continue;  // the slot the corrupted padding range zeroes
+    for (int h = 0; h < kHidden; ++h) REQUIRE(got[d][loff * kHidden + h] == x[1][(i / s.c.topk) * kHidden + h]);
+    ++checked;
+  }
+  CHECK(checked > 3);
 }

@@ -22,6 +22,11 @@
 //
 // T: float or double (bfloat16 on the host is the reference's; Kokkos 3.4
 // has no device bfloat16).
+//
+// Whatever the plan's views hold, no kernel reads or writes outside a
+// buffer: every slot, rank, range and dup index is checked where it is used
+// and an entry or row out of range is skipped (the plan checks of the
+// reference, check_layer_plan, are what reports such a plan).
 #pragma once
 
 #include <string>
@@ -70,7 +75,7 @@ class InProcessLayer {
   void dispatch(const plan_type& plan, const const_rows_view& x, const weights_view& w, const rows_view& recv,
                 const slot_weights_view& recv_w) const {
     check_plan(plan, "dispatch");
-    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
     check_extents("dispatch", "x", x, S, "S");
     check_extents("dispatch", "recv", recv, nvs, "NvS");
     check_weights("dispatch", w);
@@ -85,9 +90,10 @@ class InProcessLayer {
       Kokkos::parallel_for(
           "moonep::layer::dispatch_rows", policy(exec_, 0, S * K * H), KOKKOS_LAMBDA(const std::int64_t n) {
             const std::int64_t i = n / H, h = n % H;
-            if (i >= entries(0)) return;
+            if (i >= entries(0) || entries(0) > S * K) return;
             const std::int32_t code = dst(i);
             const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+            if (c >= R * nvs) return;
             const std::int64_t d = c / nvs, loff = c % nvs;
             if (h == 0) recv_w(d, loff) = w(r, i / K, i % K);
             if (code >= 0) recv(d, loff, h) = x(r, i / K, h);
@@ -98,7 +104,9 @@ class InProcessLayer {
       const auto zero_fill = plan.ranks[d].zero_fill_ranges;
       Kokkos::parallel_for(
           "moonep::layer::dispatch_padding", policy(exec_, 0, config_.groups()), KOKKOS_LAMBDA(const std::int64_t g) {
-            for (std::int64_t s = zero_fill(g, 0); s < zero_fill(g, 0) + zero_fill(g, 1); ++s) {
+            const std::int64_t from = zero_fill(g, 0) < 0 ? 0 : zero_fill(g, 0);
+            const std::int64_t to = from + zero_fill(g, 1) > nvs ? nvs : from + zero_fill(g, 1);
+            for (std::int64_t s = from; s < to; ++s) {
               recv_w(d, s) = weight_type(0);
               for (std::int64_t h = 0; h < H; ++h) recv(d, s, h) = T(0);
             }
@@ -112,8 +120,9 @@ class InProcessLayer {
             const std::int64_t j = n / H, h = n % H;
             if (j >= counts(0)) return;
             const std::int64_t primary = groups(j, 0);
-            for (std::int32_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
-              recv(d, loffs(q), h) = recv(d, primary, h);
+            if (primary < 0 || primary >= nvs) return;
+            for (std::int64_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
+              if (q >= 0 && q < nvs && loffs(q) >= 0 && loffs(q) < nvs) recv(d, loffs(q), h) = recv(d, primary, h);
           });
     }
   }
@@ -134,7 +143,7 @@ class InProcessLayer {
   void run_combine(const plan_type& plan, const const_rows_view& y, const const_slot_weights_view& recv_w,
                    bool weighted, const rows_view& out) const {
     check_plan(plan, "combine");
-    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
     check_extents("combine", "y", y, nvs, "NvS");
     check_extents("combine", "out", out, S, "S");
     if (weighted &&
@@ -162,8 +171,10 @@ class InProcessLayer {
             const std::int64_t j = n / H, h = n % H;
             if (j >= counts(0)) return;
             const std::int64_t primary = groups(j, 0);
+            if (primary < 0 || primary >= nvs) return;
             accum_type acc = partial(d, primary, h);
-            for (std::int32_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q) acc += partial(d, loffs(q), h);
+            for (std::int64_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
+              if (q >= 0 && q < nvs && loffs(q) >= 0 && loffs(q) < nvs) acc += partial(d, loffs(q), h);
             partial(d, primary, h) = acc;
           });
     }
@@ -174,12 +185,12 @@ class InProcessLayer {
       Kokkos::parallel_for(
           "moonep::layer::combine_sum", policy(exec_, 0, S * H), KOKKOS_LAMBDA(const std::int64_t n) {
             const std::int64_t t = n / H, h = n % H;
-            if (t * K >= entries(0)) return;
+            if (t * K >= entries(0) || entries(0) > S * K) return;
             accum_type acc = 0;
             bool first = true;
             for (std::int64_t k = 0; k < K; ++k) {
               const std::int32_t code = dst(t * K + k);
-              if (code < 0) continue;  // a duplicate: in its primary's partial row
+              if (code < 0 || code >= R * nvs) continue;  // a duplicate: in its primary's partial row
               const accum_type v = partial(code / nvs, code % nvs, h);
               acc = first ? v : acc + v;
               first = false;
