@@ -38,6 +38,21 @@
 
 namespace moonep {
 
+namespace impl {
+// Dup row j of a rank's plan (docs/spec/planning.md step 8): f(primary,
+// duplicate) for each of its duplicates in increasing k; nothing for a row
+// past dup_counts[0], and no slot outside 0..nvs-1 is handed to f.
+template <class Groups, class Loffs, class Counts, class F>
+KOKKOS_INLINE_FUNCTION void for_each_duplicate(const Groups& groups, const Loffs& loffs, const Counts& counts,
+                                               std::int64_t j, std::int64_t nvs, const F& f) {
+  if (j >= counts(0)) return;
+  const std::int64_t primary = groups(j, 0);
+  if (primary < 0 || primary >= nvs) return;
+  for (std::int64_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
+    if (q >= 0 && q < nvs && loffs(q) >= 0 && loffs(q) < nvs) f(primary, static_cast<std::int64_t>(loffs(q)));
+}
+}  // namespace impl
+
 template <class T, class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 class InProcessLayer {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "InProcessLayer: T is float or double");
@@ -117,12 +132,10 @@ class InProcessLayer {
       const auto counts = plan.ranks[d].dup_counts;
       Kokkos::parallel_for(
           "moonep::layer::dispatch_epilogue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
-            const std::int64_t j = n / H, h = n % H;
-            if (j >= counts(0)) return;
-            const std::int64_t primary = groups(j, 0);
-            if (primary < 0 || primary >= nvs) return;
-            for (std::int64_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
-              if (q >= 0 && q < nvs && loffs(q) >= 0 && loffs(q) < nvs) recv(d, loffs(q), h) = recv(d, primary, h);
+            const std::int64_t h = n % H;
+            impl::for_each_duplicate(groups, loffs, counts, n / H, nvs, [&](std::int64_t p, std::int64_t q) {
+              recv(d, q, h) = recv(d, p, h);
+            });
           });
     }
   }
@@ -139,7 +152,8 @@ class InProcessLayer {
     run_combine(plan, y, const_slot_weights_view(), false, out);
   }
 
- private:
+  // Both combines. (Public, like every member that launches a kernel: CUDA's
+  // extended lambdas may not be defined in a private member function.)
   void run_combine(const plan_type& plan, const const_rows_view& y, const const_slot_weights_view& recv_w,
                    bool weighted, const rows_view& out) const {
     check_plan(plan, "combine");
@@ -168,14 +182,12 @@ class InProcessLayer {
       const auto counts = plan.ranks[d].dup_counts;
       Kokkos::parallel_for(
           "moonep::layer::combine_prologue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
-            const std::int64_t j = n / H, h = n % H;
-            if (j >= counts(0)) return;
-            const std::int64_t primary = groups(j, 0);
-            if (primary < 0 || primary >= nvs) return;
-            accum_type acc = partial(d, primary, h);
-            for (std::int64_t q = groups(j, 1); q < groups(j, 1) + groups(j, 2); ++q)
-              if (q >= 0 && q < nvs && loffs(q) >= 0 && loffs(q) < nvs) acc += partial(d, loffs(q), h);
-            partial(d, primary, h) = acc;
+            const std::int64_t h = n % H;
+            // partial(p) = partial(p) + partial(q), q in increasing k: the
+            // contract's prologue, each addition in accum_type as the reference's.
+            impl::for_each_duplicate(groups, loffs, counts, n / H, nvs, [&](std::int64_t p, std::int64_t q) {
+              partial(d, p, h) += partial(d, q, h);
+            });
           });
     }
     // 3. Every source adds its primaries' partial rows in increasing k.
@@ -200,6 +212,7 @@ class InProcessLayer {
     }
   }
 
+ private:
   // A plan of this configuration and world: every rank, planned (entries
   // set by the planner), for this config.
   void check_plan(const plan_type& plan, const char* op) const {
