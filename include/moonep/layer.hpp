@@ -127,16 +127,8 @@ class InProcessLayer {
             }
           });
       // 3. Epilogue: duplicates take their primary's row.
-      const auto groups = plan.ranks[d].dup_groups;
-      const auto loffs = plan.ranks[d].dup_loffs;
-      const auto counts = plan.ranks[d].dup_counts;
-      Kokkos::parallel_for(
-          "moonep::layer::dispatch_epilogue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
-            const std::int64_t h = n % H;
-            impl::for_each_duplicate(groups, loffs, counts, n / H, nvs, [&](std::int64_t p, std::int64_t q) {
-              recv(d, q, h) = recv(d, p, h);
-            });
-          });
+      over_duplicates("moonep::layer::dispatch_epilogue", plan.ranks[d],
+                      KOKKOS_LAMBDA(std::int64_t p, std::int64_t q, std::int64_t h) { recv(d, q, h) = recv(d, p, h); });
     }
   }
 
@@ -150,6 +142,22 @@ class InProcessLayer {
   // The same without weights (experts that applied them).
   void combine_unweighted(const plan_type& plan, const const_rows_view& y, const rows_view& out) const {
     run_combine(plan, y, const_slot_weights_view(), false, out);
+  }
+
+  // f(primary, duplicate, h) for every duplicate slot of one rank's plan
+  // and element h < H, a duplicate's calls in increasing k by one thread.
+  template <class F>
+  void over_duplicates(const char* label, const RankPlanView<memory_space>& p, const F& f) const {
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const std::int64_t nvs = config_.slots(), H = hidden_;
+    const auto groups = p.dup_groups;
+    const auto loffs = p.dup_loffs;
+    const auto counts = p.dup_counts;
+    Kokkos::parallel_for(
+        label, policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
+          impl::for_each_duplicate(groups, loffs, counts, n / H, nvs,
+                                   [&](std::int64_t primary, std::int64_t q) { f(primary, q, n % H); });
+        });
   }
 
   // Both combines. (Public, like every member that launches a kernel: CUDA's
@@ -176,19 +184,12 @@ class InProcessLayer {
             const accum_type v = y(d, s, h);
             partial(d, s, h) = weighted ? accum_type(recv_w(d, s)) * v : v;
           });
-      // 2. Prologue: duplicates added into their primary in increasing k.
-      const auto groups = plan.ranks[d].dup_groups;
-      const auto loffs = plan.ranks[d].dup_loffs;
-      const auto counts = plan.ranks[d].dup_counts;
-      Kokkos::parallel_for(
-          "moonep::layer::combine_prologue", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
-            const std::int64_t h = n % H;
-            // partial(p) = partial(p) + partial(q), q in increasing k: the
-            // contract's prologue, each addition in accum_type as the reference's.
-            impl::for_each_duplicate(groups, loffs, counts, n / H, nvs, [&](std::int64_t p, std::int64_t q) {
-              partial(d, p, h) += partial(d, q, h);
-            });
-          });
+      // 2. Prologue: partial(p) = partial(p) + partial(q) for the duplicates
+      // q of p in increasing k, each addition in accum_type as the reference's.
+      over_duplicates("moonep::layer::combine_prologue", plan.ranks[d],
+                      KOKKOS_LAMBDA(std::int64_t p, std::int64_t q, std::int64_t h) {
+                        partial(d, p, h) += partial(d, q, h);
+                      });
     }
     // 3. Every source adds its primaries' partial rows in increasing k.
     for (int r = 0; r < config_.ranks; ++r) {
