@@ -1,7 +1,9 @@
-// The portable dispatch and combine (moonep/layer.hpp, InProcessLayer) on
+// The portable layer operations (moonep/layer.hpp, InProcessLayer) on
 // every host execution space against the reference layer, bit for bit:
-// recv, recv_w and out (weighted and not), full and ragged steps (rows past
-// s_r NaN), many duplicates, R = 1, float and double; and its bad input.
+// dispatch's recv and recv_w, combine's out (weighted and not), combine's
+// backward (grad_y, grad_w) and dispatch's backward (grad_x, grad_w), full
+// and ragged steps (rows past s_r NaN), many duplicates, R = 1, float and
+// double; its bad input; and plans whose views hold anything.
 #include "catch2_compat.hpp"
 
 #include <limits>
@@ -83,6 +85,41 @@ void portable_case(const std::string& name, const Step& s, Values values) {
   layer.combine_unweighted(planner.last_plan(), recv_v, out_v);
   Kokkos::fence();
   CHECK(from_view(out_v) == out);
+
+  // Combine's backward (y = recv), weighted and not.
+  const PerRank<T> g = rows_of<T>(c, c.tokens, kHidden, s.tokens, draw);
+  const auto g_v = to_view<T, Mem>(g, c.tokens, kHidden);
+  PerRank<T> gy = filled<T>(c, nvs * kHidden, kSentinel);
+  PerRank<W> gw = filled<W>(c, c.entries(), kSentinel);
+  moonep::combine_backward_reference(s.plan, kHidden, g, recv, &w, gy, &gw);
+  const auto gy_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  const auto gw_v = to_view<W, Mem>(filled<W>(c, c.entries(), kSentinel), c.tokens, c.topk);
+  layer.combine_backward(planner.last_plan(), g_v, recv_v, recv_w_v, gy_v, gw_v);
+  Kokkos::fence();
+  CHECK(from_view(gy_v) == gy);
+  CHECK(from_view(gw_v) == gw);
+  PerRank<T> gy1 = filled<T>(c, nvs * kHidden, kSentinel);
+  moonep::combine_backward_reference<T>(s.plan, kHidden, g, {}, nullptr, gy1, nullptr);
+  const auto gy1_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  layer.combine_backward_unweighted(planner.last_plan(), g_v, gy1_v);
+  Kokkos::fence();
+  CHECK(from_view(gy1_v) == gy1);
+
+  // Dispatch's backward of gy, with and without the weights' gradient.
+  const PerRank<W> grecv_w = rows_of<W>(c, nvs, 1, std::vector<std::int32_t>(c.ranks, nvs), draw, true);
+  Kokkos::View<W**, Kokkos::LayoutRight, Mem> grecv_w_v("grecv_w", c.ranks, nvs);
+  Kokkos::deep_copy(grecv_w_v, Kokkos::subview(to_view<W, Mem>(grecv_w, nvs, 1), Kokkos::ALL, Kokkos::ALL, 0));
+  PerRank<T> gx = filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel);
+  moonep::dispatch_backward_reference(s.plan, kHidden, gy, &grecv_w, gx, &gw);
+  const auto gx_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.dispatch_backward(planner.last_plan(), gy_v, grecv_w_v, gx_v, gw_v);
+  Kokkos::fence();
+  CHECK(from_view(gx_v) == gx);
+  CHECK(from_view(gw_v) == gw);
+  const auto gx1_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.dispatch_backward(planner.last_plan(), gy_v, gx1_v);
+  Kokkos::fence();
+  CHECK(from_view(gx1_v) == gx);
 }
 
 }  // namespace
@@ -120,6 +157,13 @@ TEMPLATE_LIST_TEST_CASE("the portable layer refuses views and plans that do not 
   other.ranks.pop_back();
   CHECK(input_error([&] { layer.combine(other, recv, recv_w, x); }) ==
         "combine: the plan holds 1 ranks; the in-process layer needs all 2");
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> gw("gw", 2, 3, 2);
+  CHECK(input_error([&] { layer.dispatch_backward(planner.last_plan(), recv, recv_w, x, x3); }) ==
+        "dispatch backward: grad_w is not [R][S][K] = [2][3][2]");
+  CHECK(input_error([&] { layer.dispatch_backward(planner.last_plan(), x, x); }).find(
+            "dispatch backward: grad_recv is [2][3][2], expected [R][NvS][H]") == 0);
+  CHECK(input_error([&] { layer.combine_backward(planner.last_plan(), x, recv, recv_w, x, gw); }).find(
+            "combine backward: grad_y is [2][3][2], expected [R][NvS][H]") == 0);
   CHECK(input_error([&] { moonep::InProcessLayer<float, Exec>(s.c, 0); }) ==
         "InProcessLayer: H must be at least 1, got 0");
 }

@@ -1,5 +1,5 @@
-// moonep/layer.hpp — dispatch and combine (docs/spec/layer.md) as Kokkos
-// kernels, for the plan of an in-process world (moonep::InProcessWorld: every
+// moonep/layer.hpp — dispatch, combine and their backward
+// (docs/spec/layer.md) as Kokkos kernels, for the plan of an in-process world (moonep::InProcessWorld: every
 // rank in this process, so every rank's buffers are one view whose first
 // extent is the rank). The portable path beside the reference
 // (moonep/layer_reference.hpp), which it matches bit for bit.
@@ -69,6 +69,8 @@ class InProcessLayer {
   using weights_view = Kokkos::View<const weight_type***, Kokkos::LayoutRight, memory_space>;
   using slot_weights_view = Kokkos::View<weight_type**, Kokkos::LayoutRight, memory_space>;
   using const_slot_weights_view = Kokkos::View<const weight_type**, Kokkos::LayoutRight, memory_space>;
+  // grad_w [R][S][K].
+  using grad_weights_view = Kokkos::View<weight_type***, Kokkos::LayoutRight, memory_space>;
   using plan_type = Plan<memory_space>;
 
   // Buffers for rows of `hidden` values (H for dispatch; H' for combine:
@@ -93,10 +95,8 @@ class InProcessLayer {
     const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
     check_extents("dispatch", "x", x, S, "S");
     check_extents("dispatch", "recv", recv, nvs, "NvS");
-    check_weights("dispatch", w);
-    if (recv_w.extent(0) != static_cast<std::size_t>(config_.ranks) || recv_w.extent(1) != static_cast<std::size_t>(nvs))
-      throw InputError("dispatch: recv_w is not [R][NvS] = [" + std::to_string(config_.ranks) + "][" +
-                       std::to_string(nvs) + "]");
+    check_weights("dispatch", "w", w);
+    check_slot_weights("dispatch", "recv_w", recv_w);
     using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
     // 1. Every source pushes its primaries' rows and every entry's weight.
     for (int r = 0; r < config_.ranks; ++r) {
@@ -116,16 +116,7 @@ class InProcessLayer {
     }
     for (int d = 0; d < config_.ranks; ++d) {
       // 2. Padding: zero rows, weight 0.
-      const auto zero_fill = plan.ranks[d].zero_fill_ranges;
-      Kokkos::parallel_for(
-          "moonep::layer::dispatch_padding", policy(exec_, 0, config_.groups()), KOKKOS_LAMBDA(const std::int64_t g) {
-            const std::int64_t from = zero_fill(g, 0) < 0 ? 0 : zero_fill(g, 0);
-            const std::int64_t to = from + zero_fill(g, 1) > nvs ? nvs : from + zero_fill(g, 1);
-            for (std::int64_t s = from; s < to; ++s) {
-              recv_w(d, s) = weight_type(0);
-              for (std::int64_t h = 0; h < H; ++h) recv(d, s, h) = T(0);
-            }
-          });
+      zero_padding("moonep::layer::dispatch_padding", plan.ranks[d], d, recv, recv_w);
       // 3. Epilogue: duplicates take their primary's row.
       over_duplicates("moonep::layer::dispatch_epilogue", plan.ranks[d],
                       KOKKOS_LAMBDA(std::int64_t p, std::int64_t q, std::int64_t h) { recv(d, q, h) = recv(d, p, h); });
@@ -142,6 +133,116 @@ class InProcessLayer {
   // The same without weights (experts that applied them).
   void combine_unweighted(const plan_type& plan, const const_rows_view& y, const rows_view& out) const {
     run_combine(plan, y, const_slot_weights_view(), false, out);
+  }
+
+  // Combine's backward, given grad_out [R][S][H] (rows t < s_r read):
+  // grad_y[d][loff] = recv_w[d][loff] * grad_out[r][t] for every filled
+  // slot, zero padding rows, undefined slots untouched; and grad_w
+  // [R][S][K] = <grad_out[r][t], y[d_k][loff_k]> for t < s_r, summed in
+  // increasing h.
+  void combine_backward(const plan_type& plan, const const_rows_view& grad_out, const const_rows_view& y,
+                        const const_slot_weights_view& recv_w, const rows_view& grad_y,
+                        const grad_weights_view& grad_w) const {
+    check_plan(plan, "combine backward");
+    check_extents("combine backward", "y", y, config_.slots(), "NvS");
+    check_slot_weights("combine backward", "recv_w", recv_w);
+    check_weights("combine backward", "grad_w", grad_w);
+    run_combine_backward(plan, grad_out, recv_w, true, grad_y);
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    for (int r = 0; r < config_.ranks; ++r) {
+      const auto dst = plan.ranks[r].dst;
+      const auto entries = plan.ranks[r].entries;
+      Kokkos::parallel_for(
+          "moonep::layer::combine_backward_weights", policy(exec_, 0, S * K), KOKKOS_LAMBDA(const std::int64_t i) {
+            if (i >= entries(0) || entries(0) > S * K) return;
+            const std::int32_t code = dst(i);
+            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+            if (c >= R * nvs) return;
+            accum_type dot = 0;
+            for (std::int64_t h = 0; h < H; ++h) dot += accum_type(grad_out(r, i / K, h)) * accum_type(y(c / nvs, c % nvs, h));
+            grad_w(r, i / K, i % K) = dot;
+          });
+    }
+  }
+  // The same for an unweighted combine: grad_y = grad_out's rows, no grad_w.
+  void combine_backward_unweighted(const plan_type& plan, const const_rows_view& grad_out,
+                                   const rows_view& grad_y) const {
+    check_plan(plan, "combine backward");
+    run_combine_backward(plan, grad_out, const_slot_weights_view(), false, grad_y);
+  }
+
+  // Dispatch's backward, given grad_recv [R][NvS][H]: grad_x[r][t] = sum_k
+  // grad_recv[d_k][loff_k] for t < s_r, summed as an unweighted combine.
+  void dispatch_backward(const plan_type& plan, const const_rows_view& grad_recv, const rows_view& grad_x) const {
+    run_combine(plan, grad_recv, const_slot_weights_view(), false, grad_x, kDispatchBackward);
+  }
+  // The same, and grad_w[r][t][k] += grad_recv_w[d_k][loff_k] (grad_w
+  // [R][S][K], grad_recv_w [R][NvS]).
+  void dispatch_backward(const plan_type& plan, const const_rows_view& grad_recv,
+                         const const_slot_weights_view& grad_recv_w, const rows_view& grad_x,
+                         const grad_weights_view& grad_w) const {
+    check_plan(plan, "dispatch backward");
+    check_slot_weights("dispatch backward", "grad_recv_w", grad_recv_w);
+    check_weights("dispatch backward", "grad_w", grad_w);
+    check_extents("dispatch backward", "grad_recv", grad_recv, config_.slots(), "NvS");
+    check_extents("dispatch backward", "grad_x", grad_x, config_.tokens, "S");
+    run_combine(plan, grad_recv, const_slot_weights_view(), false, grad_x, kDispatchBackward);
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), R = config_.ranks;
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    for (int r = 0; r < config_.ranks; ++r) {
+      const auto dst = plan.ranks[r].dst;
+      const auto entries = plan.ranks[r].entries;
+      Kokkos::parallel_for(
+          "moonep::layer::dispatch_backward_weights", policy(exec_, 0, S * K), KOKKOS_LAMBDA(const std::int64_t i) {
+            if (i >= entries(0) || entries(0) > S * K) return;
+            const std::int32_t code = dst(i);
+            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+            if (c >= R * nvs) return;
+            grad_w(r, i / K, i % K) += grad_recv_w(c / nvs, c % nvs);
+          });
+    }
+  }
+
+  // grad_y of combine's backward (weighted: by recv_w at the destination).
+  void run_combine_backward(const plan_type& plan, const const_rows_view& grad_out,
+                            const const_slot_weights_view& recv_w, bool weighted, const rows_view& grad_y) const {
+    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
+    check_extents("combine backward", "grad_out", grad_out, S, "S");
+    check_extents("combine backward", "grad_y", grad_y, nvs, "NvS");
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    for (int d = 0; d < config_.ranks; ++d) {
+      const auto src_info = plan.ranks[d].src_info;
+      const std::int64_t R = config_.ranks;
+      Kokkos::parallel_for(
+          "moonep::layer::combine_backward_rows", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
+            const std::int64_t s = n / H, h = n % H;
+            const std::int64_t src = src_info(s);
+            if (src < 0 || src >= R * nvs || (src % nvs) >= S * K) return;
+            const T g = grad_out(src / nvs, (src % nvs) / K, h);
+            grad_y(d, s, h) = weighted ? static_cast<T>(accum_type(recv_w(d, s)) * accum_type(g)) : g;
+          });
+      zero_padding("moonep::layer::combine_backward_padding", plan.ranks[d], d, grad_y, slot_weights_view());
+    }
+  }
+
+  // Zero rows (and weights, when `weights` is allocated) in every padding
+  // range of rank d, clipped to the buffer.
+  void zero_padding(const char* label, const RankPlanView<memory_space>& p, int d, const rows_view& rows,
+                    const slot_weights_view& weights) const {
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const std::int64_t nvs = config_.slots(), H = hidden_;
+    const bool with_weights = weights.data() != nullptr;
+    const auto zero_fill = p.zero_fill_ranges;
+    Kokkos::parallel_for(
+        label, policy(exec_, 0, config_.groups()), KOKKOS_LAMBDA(const std::int64_t g) {
+          const std::int64_t from = zero_fill(g, 0) < 0 ? 0 : zero_fill(g, 0);
+          const std::int64_t to = from + zero_fill(g, 1) > nvs ? nvs : from + zero_fill(g, 1);
+          for (std::int64_t s = from; s < to; ++s) {
+            if (with_weights) weights(d, s) = weight_type(0);
+            for (std::int64_t h = 0; h < H; ++h) rows(d, s, h) = T(0);
+          }
+        });
   }
 
   // f(primary, duplicate, h) for every duplicate slot of one rank's plan
@@ -162,16 +263,19 @@ class InProcessLayer {
 
   // Both combines. (Public, like every member that launches a kernel: CUDA's
   // extended lambdas may not be defined in a private member function.)
+  // (Dispatch's backward is this unweighted, with `names` = its own.)
+  struct CombineNames {
+    const char* op = "combine";
+    const char* rows = "y";
+    const char* out = "out";
+  };
   void run_combine(const plan_type& plan, const const_rows_view& y, const const_slot_weights_view& recv_w,
-                   bool weighted, const rows_view& out) const {
-    check_plan(plan, "combine");
+                   bool weighted, const rows_view& out, const CombineNames& names = CombineNames()) const {
+    check_plan(plan, names.op);
     const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
-    check_extents("combine", "y", y, nvs, "NvS");
-    check_extents("combine", "out", out, S, "S");
-    if (weighted &&
-        (recv_w.extent(0) != static_cast<std::size_t>(config_.ranks) || recv_w.extent(1) != static_cast<std::size_t>(nvs)))
-      throw InputError("combine: recv_w is not [R][NvS] = [" + std::to_string(config_.ranks) + "][" +
-                       std::to_string(nvs) + "]");
+    check_extents(names.op, names.rows, y, nvs, "NvS");
+    check_extents(names.op, names.out, out, S, "S");
+    if (weighted) check_slot_weights(names.op, "recv_w", recv_w);
     using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
     const auto partial = partial_;
     for (int d = 0; d < config_.ranks; ++d) {
@@ -240,12 +344,21 @@ class InProcessLayer {
                        rows_name + "][H] = [" + std::to_string(config_.ranks) + "][" + std::to_string(rows) + "][" +
                        std::to_string(hidden_) + "]");
   }
-  void check_weights(const char* op, const weights_view& w) const {
+  template <class V>
+  void check_weights(const char* op, const char* name, const V& w) const {
     if (w.extent(0) != static_cast<std::size_t>(config_.ranks) || w.extent(1) != static_cast<std::size_t>(config_.tokens) ||
         w.extent(2) != static_cast<std::size_t>(config_.topk))
-      throw InputError(std::string(op) + ": w is not [R][S][K] = [" + std::to_string(config_.ranks) + "][" +
+      throw InputError(std::string(op) + ": " + name + " is not [R][S][K] = [" + std::to_string(config_.ranks) + "][" +
                        std::to_string(config_.tokens) + "][" + std::to_string(config_.topk) + "]");
   }
+  template <class V>
+  void check_slot_weights(const char* op, const char* name, const V& w) const {
+    if (w.extent(0) != static_cast<std::size_t>(config_.ranks) || w.extent(1) != static_cast<std::size_t>(config_.slots()))
+      throw InputError(std::string(op) + ": " + name + " is not [R][NvS] = [" + std::to_string(config_.ranks) + "][" +
+                       std::to_string(config_.slots()) + "]");
+  }
+
+  static constexpr CombineNames kDispatchBackward{"dispatch backward", "grad_recv", "grad_x"};
 
   Config config_;
   int hidden_;
