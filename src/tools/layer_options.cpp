@@ -1,7 +1,7 @@
-// moonep-layer's command line; see layer_options.hpp. Only the reference
-// backend on the in-process world runs the layer today: the other backends
-// and worlds are named (so that scripts written for them get a clear
-// answer) and refused.
+// moonep-layer's command line; see layer_options.hpp. The reference and
+// portable backends on the in-process world run the layer today: the other
+// backend and worlds are named (so that scripts written for them get a
+// clear answer) and refused.
 #include "layer_options.hpp"
 
 #include <map>
@@ -20,7 +20,7 @@ namespace {
 
 void not_yet(const std::string& option, const std::string& value) {
   usage_error(option + " " + value + " is not available in this build of moonep-layer yet: the layer runs on "
-              "--backend reference --world inprocess only");
+              "--backend reference or portable, --world inprocess only");
 }
 
 }  // namespace
@@ -28,9 +28,9 @@ void not_yet(const std::string& option, const std::string& value) {
 std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
          "                    [--recv recv.npy] [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy]\n"
-         "                    [--backend reference] [--world inprocess] [--dtype float|double|bf16]\n"
+         "                    [--backend reference|portable] [--world inprocess] [--dtype float|double|bf16]\n"
          "\n"
-         "Plans the problem's step with the reference planner, dispatches the token rows x,\n"
+         "Plans the problem's step, dispatches the token rows x,\n"
          "runs identity experts (y = recv) and combines them weighted by w\n"
          "(docs/spec/layer.md). Files are NumPy .npy, C order; inputs float32 or float64,\n"
          "outputs float32.\n"
@@ -46,7 +46,9 @@ std::string layer_usage() {
          "                       writes --grad-x [R][S][H] and --grad-weights [R][S][K]\n"
          "  --dtype TYPE         element type of the computation: float (default), double or\n"
          "                       bf16 (inputs rounded to it, accumulation in float or double)\n"
-         "  --backend NAME       reference (the only one this build runs the layer on)\n"
+         "  --backend NAME       reference (default: the executable spec, on the host) or\n"
+         "                       portable (the Kokkos planner and layer on Kokkos' default\n"
+         "                       execution space; float or double)\n"
          "  --world NAME         inprocess (the only one this build runs the layer on)\n"
          "  --help, --version\n"
          "\n"
@@ -55,7 +57,7 @@ std::string layer_usage() {
 }
 
 std::string layer_version() {
-  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference\nworlds: inprocess\n";
+  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable\nworlds: inprocess\n";
 }
 
 LayerOptions parse_layer_options(int argc, char* argv[]) {
@@ -91,8 +93,10 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
       else if (value == "bf16") o.dtype = LayerDtype::bfloat16;
       else usage_error("--dtype: unknown type '" + printable(value) + "' (float, double or bf16)");
     } else if (arg == "--backend") {
-      if (value == "portable" || value == "cuda") not_yet(arg, value);
-      if (value != "reference") usage_error("--backend: unknown backend '" + printable(value) + "' (reference)");
+      if (value == "cuda") not_yet(arg, value);
+      if (value == "portable") o.backend = LayerBackend::portable;
+      else if (value != "reference")
+        usage_error("--backend: unknown backend '" + printable(value) + "' (reference or portable)");
     } else if (arg == "--world") {
       if (value == "mpi" || value == "gpu") not_yet(arg, value);
       if (value != "inprocess") usage_error("--world: unknown world '" + printable(value) + "' (inprocess)");
@@ -101,6 +105,8 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
     }
   }
   if (o.help || o.version) return o;
+  if (o.backend == LayerBackend::portable && o.dtype == LayerDtype::bfloat16)
+    usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
   for (const char* required : {"--input", "--x", "--weights", "--output"})
     if (files[required]->empty()) usage_error(std::string("missing ") + required);
   const bool any_grad = !o.grad_out.empty() || !o.grad_x.empty() || !o.grad_weights.empty();

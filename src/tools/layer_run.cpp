@@ -1,13 +1,12 @@
 // moonep-layer's step; see layer_run.hpp. Files hold float32 (or float64)
-// values; the computation runs in the --dtype element type over the
-// reference layer (moonep/layer_reference.hpp), and results are written as
-// float32.
+// values; the computation runs in the --dtype element type, here over the
+// reference layer (moonep/layer_reference.hpp; the portable backend is
+// layer_portable.cpp), and results are written as float32.
 #include "layer_run.hpp"
 
 #include <string>
 #include <vector>
 
-#include "io/npy.hpp"
 #include "io/output_file.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
@@ -68,34 +67,27 @@ PerRank<V> zeros(int ranks, std::int64_t per_rank) {
   return PerRank<V>(ranks, std::vector<V>(static_cast<std::size_t>(per_rank), static_cast<V>(accum_t<V>(0))));
 }
 
-struct Output {
-  std::string path;
-  const char* what;
-  Shape shape;
-  std::vector<double> values;
-};
-
 template <class T>
-std::vector<Output> compute(const LayerOptions& o, const Problem& problem, const io::NpyArray& x_file, int hidden,
-                            const io::NpyArray& w_file, const io::NpyArray* g_file) {
+LayerResults compute(const LayerInputs& in) {
   using W = weight_t<T>;
+  const Problem& problem = in.problem;
   const Config& c = problem.config;
+  const int hidden = in.hidden;
   const HostPlan plan = plan_reference(c, problem.routing, problem.tokens_per_expert ? &*problem.tokens_per_expert : nullptr,
                                        problem.tokens_per_rank ? &*problem.tokens_per_rank : nullptr);
   const std::int64_t nvs = c.slots(), row = std::int64_t{c.tokens} * hidden;
-  const PerRank<T> x = to_ranks<T>(x_file.values, c.ranks);
-  const PerRank<W> w = to_ranks<W>(w_file.values, c.ranks);
+  const PerRank<T> x = to_ranks<T>(in.x.values, c.ranks);
+  const PerRank<W> w = to_ranks<W>(in.w.values, c.ranks);
   PerRank<T> recv = zeros<T>(c.ranks, nvs * hidden);
   PerRank<W> recv_w = zeros<W>(c.ranks, nvs);
   dispatch_reference(plan, hidden, x, w, recv, recv_w);
   PerRank<T> out = zeros<T>(c.ranks, row);
   combine_reference<T>(plan, hidden, recv, &w, out);  // identity experts: y = recv
-
-  std::vector<Output> files;
-  files.push_back({o.output, "output file", {c.ranks, c.tokens, hidden}, from_ranks(out)});
-  if (!o.recv.empty()) files.push_back({o.recv, "recv file", {c.ranks, nvs, hidden}, from_ranks(recv)});
-  if (g_file) {
-    const PerRank<T> g = to_ranks<T>(g_file->values, c.ranks);
+  LayerResults res;
+  res.out = from_ranks(out);
+  res.recv = from_ranks(recv);
+  if (in.grad_out) {
+    const PerRank<T> g = to_ranks<T>(in.grad_out->values, c.ranks);
     PerRank<T> gy = zeros<T>(c.ranks, nvs * hidden);
     PerRank<W> gw = zeros<W>(c.ranks, c.entries());
     combine_backward_reference(plan, hidden, g, recv, &w, gy, &gw);
@@ -103,10 +95,10 @@ std::vector<Output> compute(const LayerOptions& o, const Problem& problem, const
     // gradient is zero and dispatch's backward adds nothing to gw.
     PerRank<T> gx = zeros<T>(c.ranks, row);
     dispatch_backward_reference<T>(plan, hidden, gy, nullptr, gx, nullptr);
-    files.push_back({o.grad_x, "grad-x file", {c.ranks, c.tokens, hidden}, from_ranks(gx)});
-    files.push_back({o.grad_weights, "grad-weights file", {c.ranks, c.tokens, c.topk}, from_ranks(gw)});
+    res.grad_x = from_ranks(gx);
+    res.grad_w = from_ranks(gw);
   }
-  return files;
+  return res;
 }
 
 }  // namespace
@@ -130,17 +122,33 @@ void run_layer(const LayerOptions& o) {
                               std::to_string(hidden) + "] (H of the x file)";
     g = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
   }
-  const io::NpyArray* gp = o.grad_out.empty() ? nullptr : &g;
-  std::vector<Output> files;
-  switch (o.dtype) {
-    case LayerDtype::float32: files = compute<float>(o, problem, x, hidden, w, gp); break;
-    case LayerDtype::float64: files = compute<double>(o, problem, x, hidden, w, gp); break;
-    case LayerDtype::bfloat16: files = compute<bf16>(o, problem, x, hidden, w, gp); break;
+  const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g};
+  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
+  struct Output {
+    const std::string& path;
+    const char* what;
+    Shape shape;
+    const std::vector<double>& values;
+  };
+  std::vector<Output> files = {{o.output, "output file", {c.ranks, c.tokens, hidden}, res.out}};
+  if (!o.recv.empty()) files.push_back({o.recv, "recv file", {c.ranks, c.slots(), hidden}, res.recv});
+  if (in.grad_out) {
+    files.push_back({o.grad_x, "grad-x file", {c.ranks, c.tokens, hidden}, res.grad_x});
+    files.push_back({o.grad_weights, "grad-weights file", {c.ranks, c.tokens, c.topk}, res.grad_w});
   }
   // Every output path is resolved before the first is written, so that an
   // unwritable one (a directory, a missing folder) leaves no file changed.
   for (const Output& f : files) io::resolve_output(f.path, f.what);
   for (const Output& f : files) io::write_npy(f.path, f.what, f.shape, f.values);
+}
+
+LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype) {
+  switch (dtype) {
+    case LayerDtype::float64: return compute<double>(in);
+    case LayerDtype::bfloat16: return compute<bf16>(in);
+    case LayerDtype::float32: break;
+  }
+  return compute<float>(in);
 }
 
 }  // namespace moonep::tools

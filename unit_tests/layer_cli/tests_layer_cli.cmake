@@ -32,6 +32,14 @@ endforeach()
 moonep_layer_cli_test(fine_bf16 MAKE "${_step}|fine" ARGS "${_all}|--dtype|bf16" CHECK bf16)
 moonep_layer_cli_test(fine_float MAKE "${_step}|fine" ARGS "${_all}" CHECK float)
 moonep_layer_cli_test(ragged MAKE "${_step}|ragged" ARGS "${_all}" CHECK float)
+# The portable backend (the Kokkos planner and InProcessLayer) against the
+# same direct layer: full, ragged, R = 1, fine data, float and double.
+foreach(dtype float double)
+  moonep_layer_cli_test(portable_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--backend|portable|--dtype|${dtype}"
+    CHECK ${dtype})
+endforeach()
+moonep_layer_cli_test(portable_ragged MAKE "${_step}|ragged" ARGS "${_all}|--backend|portable" CHECK float)
+moonep_layer_cli_test(portable_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|portable" CHECK float)
 moonep_layer_cli_test(one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|reference|--world|inprocess" CHECK float)
 
 set(_bad_out "${_in}|--output|@W@/out.npy")
@@ -46,8 +54,10 @@ moonep_layer_cli_test(problem_not_json MAKE ${_step} EXPECT_RC 2
   EXPECT_STDERR "@W@/x.npy")
 moonep_layer_cli_test(grad_alone MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--grad-out|@W@/g.npy"
   EXPECT_STDERR "--grad-out, --grad-x and --grad-weights go together")
-moonep_layer_cli_test(backend_portable MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable"
-  EXPECT_STDERR "--backend portable is not available in this build of moonep-layer yet")
+moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|cuda"
+  EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer yet")
+moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
+  EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
 moonep_layer_cli_test(world_mpi MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|mpi"
   EXPECT_STDERR "--world mpi is not available in this build of moonep-layer yet")
 moonep_layer_cli_test(dtype_unknown MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--dtype|half"
