@@ -92,28 +92,18 @@ class InProcessLayer {
   void dispatch(const plan_type& plan, const const_rows_view& x, const weights_view& w, const rows_view& recv,
                 const slot_weights_view& recv_w) const {
     check_plan(plan, "dispatch");
-    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
-    check_extents("dispatch", "x", x, S, "S");
-    check_extents("dispatch", "recv", recv, nvs, "NvS");
+    const std::int64_t K = config_.topk, H = hidden_;
+    check_extents("dispatch", "x", x, config_.tokens, "S");
+    check_extents("dispatch", "recv", recv, config_.slots(), "NvS");
     check_weights("dispatch", "w", w);
     check_slot_weights("dispatch", "recv_w", recv_w);
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
     // 1. Every source pushes its primaries' rows and every entry's weight.
-    for (int r = 0; r < config_.ranks; ++r) {
-      const auto dst = plan.ranks[r].dst;
-      const auto entries = plan.ranks[r].entries;
-      Kokkos::parallel_for(
-          "moonep::layer::dispatch_rows", policy(exec_, 0, S * K * H), KOKKOS_LAMBDA(const std::int64_t n) {
-            const std::int64_t i = n / H, h = n % H;
-            if (i >= entries(0) || entries(0) > S * K) return;
-            const std::int32_t code = dst(i);
-            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
-            if (c >= R * nvs) return;
-            const std::int64_t d = c / nvs, loff = c % nvs;
-            if (h == 0) recv_w(d, loff) = w(r, i / K, i % K);
-            if (code >= 0) recv(d, loff, h) = x(r, i / K, h);
-          });
-    }
+    for (int r = 0; r < config_.ranks; ++r)
+      over_entries("moonep::layer::dispatch_rows", plan.ranks[r], H,
+                   KOKKOS_LAMBDA(std::int64_t i, std::int64_t h, std::int64_t d, std::int64_t loff, bool primary) {
+                     if (h == 0) recv_w(d, loff) = w(r, i / K, i % K);
+                     if (primary) recv(d, loff, h) = x(r, i / K, h);
+                   });
     for (int d = 0; d < config_.ranks; ++d) {
       // 2. Padding: zero rows, weight 0.
       zero_padding("moonep::layer::dispatch_padding", plan.ranks[d], d, recv, recv_w);
@@ -148,22 +138,14 @@ class InProcessLayer {
     check_slot_weights("combine backward", "recv_w", recv_w);
     check_weights("combine backward", "grad_w", grad_w);
     run_combine_backward(plan, grad_out, recv_w, true, grad_y);
-    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_, R = config_.ranks;
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
-    for (int r = 0; r < config_.ranks; ++r) {
-      const auto dst = plan.ranks[r].dst;
-      const auto entries = plan.ranks[r].entries;
-      Kokkos::parallel_for(
-          "moonep::layer::combine_backward_weights", policy(exec_, 0, S * K), KOKKOS_LAMBDA(const std::int64_t i) {
-            if (i >= entries(0) || entries(0) > S * K) return;
-            const std::int32_t code = dst(i);
-            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
-            if (c >= R * nvs) return;
-            accum_type dot = 0;
-            for (std::int64_t h = 0; h < H; ++h) dot += accum_type(grad_out(r, i / K, h)) * accum_type(y(c / nvs, c % nvs, h));
-            grad_w(r, i / K, i % K) = dot;
-          });
-    }
+    const std::int64_t K = config_.topk, H = hidden_;
+    for (int r = 0; r < config_.ranks; ++r)
+      over_entries("moonep::layer::combine_backward_weights", plan.ranks[r], 1,
+                   KOKKOS_LAMBDA(std::int64_t i, std::int64_t, std::int64_t d, std::int64_t loff, bool) {
+                     accum_type dot = 0;
+                     for (std::int64_t h = 0; h < H; ++h) dot += accum_type(grad_out(r, i / K, h)) * accum_type(y(d, loff, h));
+                     grad_w(r, i / K, i % K) = dot;
+                   });
   }
   // The same for an unweighted combine: grad_y = grad_out's rows, no grad_w.
   void combine_backward_unweighted(const plan_type& plan, const const_rows_view& grad_out,
@@ -188,20 +170,12 @@ class InProcessLayer {
     check_extents("dispatch backward", "grad_recv", grad_recv, config_.slots(), "NvS");
     check_extents("dispatch backward", "grad_x", grad_x, config_.tokens, "S");
     run_combine(plan, grad_recv, const_slot_weights_view(), false, grad_x, kDispatchBackward);
-    const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), R = config_.ranks;
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
-    for (int r = 0; r < config_.ranks; ++r) {
-      const auto dst = plan.ranks[r].dst;
-      const auto entries = plan.ranks[r].entries;
-      Kokkos::parallel_for(
-          "moonep::layer::dispatch_backward_weights", policy(exec_, 0, S * K), KOKKOS_LAMBDA(const std::int64_t i) {
-            if (i >= entries(0) || entries(0) > S * K) return;
-            const std::int32_t code = dst(i);
-            const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
-            if (c >= R * nvs) return;
-            grad_w(r, i / K, i % K) += grad_recv_w(c / nvs, c % nvs);
-          });
-    }
+    const std::int64_t K = config_.topk;
+    for (int r = 0; r < config_.ranks; ++r)
+      over_entries("moonep::layer::dispatch_backward_weights", plan.ranks[r], 1,
+                   KOKKOS_LAMBDA(std::int64_t i, std::int64_t, std::int64_t d, std::int64_t loff, bool) {
+                     grad_w(r, i / K, i % K) += grad_recv_w(d, loff);
+                   });
   }
 
   // grad_y of combine's backward (weighted: by recv_w at the destination).
@@ -224,6 +198,25 @@ class InProcessLayer {
           });
       zero_padding("moonep::layer::combine_backward_padding", plan.ranks[d], d, grad_y, slot_weights_view());
     }
+  }
+
+  // f(i, h, d, loff, primary) for every entry i < N_r of one rank's plan
+  // whose destination (rank d, slot loff) lies inside the buffers, and every
+  // h < width (one call per element: width H for rows, 1 per entry).
+  template <class F>
+  void over_entries(const char* label, const RankPlanView<memory_space>& p, std::int64_t width, const F& f) const {
+    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    const std::int64_t N = config_.entries(), nvs = config_.slots(), R = config_.ranks;
+    const auto dst = p.dst;
+    const auto entries = p.entries;
+    Kokkos::parallel_for(
+        label, policy(exec_, 0, N * width), KOKKOS_LAMBDA(const std::int64_t n) {
+          const std::int64_t i = n / width;
+          if (i >= entries(0) || entries(0) > N) return;
+          const std::int32_t code = dst(i);
+          const std::int64_t c = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+          if (c < R * nvs) f(i, n % width, c / nvs, c % nvs, code >= 0);
+        });
   }
 
   // Zero rows (and weights, when `weights` is allocated) in every padding
