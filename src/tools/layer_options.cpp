@@ -1,0 +1,125 @@
+// moonep-layer's command line; see layer_options.hpp. The reference and
+// portable backends on the in-process world run the layer today: the other
+// backend and worlds are named (so that scripts written for them get a
+// clear answer) and refused.
+#include "layer_options.hpp"
+
+#include <map>
+#include <vector>
+
+#include "moonep/error.hpp"
+#include "moonep/moonep_config.hpp"
+
+namespace moonep::tools {
+
+namespace {
+
+[[noreturn]] void usage_error(const std::string& what) {
+  throw InputError(what + " (see moonep-layer --help)");
+}
+
+void not_yet(const std::string& option, const std::string& value) {
+  usage_error(option + " " + value + " is not available in this build of moonep-layer yet: the layer runs on "
+              "--backend reference or portable, --world inprocess only");
+}
+
+}  // namespace
+
+std::string layer_usage() {
+  return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
+         "                    [--recv recv.npy] [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy]\n"
+         "                    [--backend reference|portable] [--world inprocess] [--dtype float|double|bf16]\n"
+         "\n"
+         "Plans the problem's step, dispatches the token rows x,\n"
+         "runs identity experts (y = recv) and combines them weighted by w\n"
+         "(docs/spec/layer.md). Files are NumPy .npy, C order; inputs float32 or float64,\n"
+         "outputs float32.\n"
+         "\n"
+         "  --input FILE         problem file (docs/spec/formats.md): R, S, K, routing, optional\n"
+         "                       tokens_per_rank (a ragged step: rows past s_r are not read)\n"
+         "  --x FILE             token rows [R][S][H]\n"
+         "  --weights FILE       routing weights [R][S][K]\n"
+         "  --output FILE        out [R][S][H]; rows past s_r are 0\n"
+         "  --recv FILE          every rank's receive buffer [R][NvS][H]; slots the contract\n"
+         "                       leaves undefined are 0\n"
+         "  --grad-out FILE      d out [R][S][H]: runs combine's and dispatch's backward and\n"
+         "                       writes --grad-x [R][S][H] and --grad-weights [R][S][K]\n"
+         "  --dtype TYPE         element type of the computation: float (default), double or\n"
+         "                       bf16 (inputs rounded to it, accumulation in float or double)\n"
+         "  --backend NAME       reference (default: the executable spec, on the host) or\n"
+         "                       portable (the Kokkos planner and layer on Kokkos' default\n"
+         "                       execution space; float or double)\n"
+         "  --world NAME         inprocess (the only one this build runs the layer on)\n"
+         "  --help, --version\n"
+         "\n"
+         "Exit status: 0 done, 2 bad usage or input (one line on stderr, no file written),\n"
+         "1 a failure while writing.\n";
+}
+
+std::string layer_version() {
+  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable\nworlds: inprocess\n";
+}
+
+LayerOptions parse_layer_options(int argc, char* argv[]) {
+  LayerOptions o;
+  std::map<std::string, std::string*> files = {
+      {"--input", &o.input},   {"--x", &o.x},           {"--weights", &o.weights},
+      {"--output", &o.output}, {"--recv", &o.recv},     {"--grad-out", &o.grad_out},
+      {"--grad-x", &o.grad_x}, {"--grad-weights", &o.grad_weights}};
+  std::map<std::string, bool> seen;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--version") {
+      o.version = true;
+      continue;
+    }
+    const bool known = files.count(arg) || arg == "--dtype" || arg == "--backend" || arg == "--world" ||
+                       arg == "--devices";
+    if (!known) usage_error("unknown option '" + printable(arg) + "'");
+    if (seen[arg]) usage_error(arg + " given twice");
+    seen[arg] = true;
+    if (i + 1 >= argc) usage_error(arg + " needs a value");
+    const std::string value = argv[++i];
+    if (files.count(arg)) {
+      if (value.empty()) usage_error(arg + " needs a file name");
+      *files[arg] = value;
+    } else if (arg == "--dtype") {
+      if (value == "float") o.dtype = LayerDtype::float32;
+      else if (value == "double") o.dtype = LayerDtype::float64;
+      else if (value == "bf16") o.dtype = LayerDtype::bfloat16;
+      else usage_error("--dtype: unknown type '" + printable(value) + "' (float, double or bf16)");
+    } else if (arg == "--backend") {
+      if (value == "cuda") not_yet(arg, value);
+      if (value == "portable") o.backend = LayerBackend::portable;
+      else if (value != "reference")
+        usage_error("--backend: unknown backend '" + printable(value) + "' (reference or portable)");
+    } else if (arg == "--world") {
+      if (value == "mpi" || value == "gpu") not_yet(arg, value);
+      if (value != "inprocess") usage_error("--world: unknown world '" + printable(value) + "' (inprocess)");
+    } else {  // --devices: only the gpu world uses devices
+      usage_error("--devices is not available in this build of moonep-layer yet: it needs --world gpu");
+    }
+  }
+  if (o.help || o.version) return o;
+  if (o.backend == LayerBackend::portable && o.dtype == LayerDtype::bfloat16)
+    usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
+  for (const char* required : {"--input", "--x", "--weights", "--output"})
+    if (files[required]->empty()) usage_error(std::string("missing ") + required);
+  const bool any_grad = !o.grad_out.empty() || !o.grad_x.empty() || !o.grad_weights.empty();
+  if (any_grad && (o.grad_out.empty() || o.grad_x.empty() || o.grad_weights.empty()))
+    usage_error("--grad-out, --grad-x and --grad-weights go together");
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--output", o.output}, {"--recv", o.recv},
+                                                             {"--grad-x", o.grad_x}, {"--grad-weights", o.grad_weights}};
+  for (std::size_t a = 0; a < outputs.size(); ++a)
+    for (std::size_t b = a + 1; b < outputs.size(); ++b)
+      if (!outputs[a].second.empty() && outputs[a].second == outputs[b].second)
+        usage_error(outputs[a].first + " and " + outputs[b].first + " name the same file '" +
+                    printable(outputs[a].second) + "'");
+  return o;
+}
+
+}  // namespace moonep::tools

@@ -1,0 +1,37 @@
+// Private to moonep-layer: its command line (docs/cli.md "moonep-layer").
+#pragma once
+
+#include <string>
+
+namespace moonep::tools {
+
+enum class LayerDtype { float32, float64, bfloat16 };
+// reference: moonep/layer_reference.hpp on the host; portable: the Kokkos
+// planner and moonep::InProcessLayer on Kokkos' default execution space.
+enum class LayerBackend { reference, portable };
+
+struct LayerOptions {
+  bool help = false;
+  bool version = false;
+  std::string input;         // --input problem.json
+  std::string x;             // --x x.npy [R][S][H]
+  std::string weights;       // --weights w.npy [R][S][K]
+  std::string output;        // --output out.npy [R][S][H]
+  std::string recv;          // --recv recv.npy [R][NvS][H] (optional)
+  std::string grad_out;      // --grad-out g.npy [R][S][H] (with the two below)
+  std::string grad_x;        // --grad-x gx.npy [R][S][H]
+  std::string grad_weights;  // --grad-weights gw.npy [R][S][K]
+  LayerDtype dtype = LayerDtype::float32;
+  LayerBackend backend = LayerBackend::reference;
+};
+
+// Parses argv[1..argc). Throws InputError (exit 2) naming the option: an
+// unknown option or value, a missing value or required option, a backend,
+// world or --devices this build does not run the layer on yet, --dtype bf16
+// with --backend portable, one output path given twice.
+LayerOptions parse_layer_options(int argc, char* argv[]);
+
+std::string layer_usage();
+std::string layer_version();
+
+}  // namespace moonep::tools

@@ -1,0 +1,76 @@
+# moonep-layer run as a user runs it (run_layer_case.cmake): its files
+# against the direct layer (layer_cli_files check), and bad usage or input:
+# exit status, the one error line, no file written. Included from
+# tests_layer.cmake.
+set(_layer_cli_dir ${CMAKE_CURRENT_LIST_DIR})
+add_executable(layer_cli_files ${_layer_cli_dir}/layer_cli_files.cpp)
+target_include_directories(layer_cli_files PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(layer_cli_files PRIVATE moonep)
+
+# moonep_layer_cli_test(NAME MAKE a|b ARGS a|b [EXPECT_RC n] [EXPECT_STDERR t|t] [CHECK dtype] [ABSENT f|f])
+function(moonep_layer_cli_test name)
+  cmake_parse_arguments(T "" "MAKE;ARGS;EXPECT_RC;EXPECT_STDERR;CHECK;ABSENT" "" ${ARGN})
+  set(defs -DEXE=$<TARGET_FILE:moonep-layer> -DFILES=$<TARGET_FILE:layer_cli_files>
+           -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layer_cli_work/${name} "-DMAKE=${T_MAKE}" "-DARGS=${T_ARGS}")
+  foreach(key EXPECT_RC EXPECT_STDERR CHECK ABSENT)
+    if(DEFINED T_${key})
+      list(APPEND defs "-D${key}=${T_${key}}")
+    endif()
+  endforeach()
+  add_test(NAME layer_cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_layer_cli_dir}/run_layer_case.cmake)
+endfunction()
+
+set(_in "--input|@W@/problem.json|--x|@W@/x.npy|--weights|@W@/w.npy")
+set(_all "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy")
+# R E K S B tp H seed [ragged]
+set(_step "4|16|4|12|2|4|5|7")
+foreach(dtype float double bf16)
+  moonep_layer_cli_test(full_${dtype} MAKE ${_step} ARGS "${_all}|--dtype|${dtype}" CHECK ${dtype})
+endforeach()
+# Rows whose sums need more than bf16's 8 bits: the bf16 result is the
+# exact sum rounded once to bf16 (and differs from float's).
+moonep_layer_cli_test(fine_bf16 MAKE "${_step}|fine" ARGS "${_all}|--dtype|bf16" CHECK bf16)
+moonep_layer_cli_test(fine_float MAKE "${_step}|fine" ARGS "${_all}" CHECK float)
+moonep_layer_cli_test(ragged MAKE "${_step}|ragged" ARGS "${_all}" CHECK float)
+# The portable backend (the Kokkos planner and InProcessLayer) against the
+# same direct layer: full, ragged, R = 1, fine data, float and double.
+foreach(dtype float double)
+  moonep_layer_cli_test(portable_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--backend|portable|--dtype|${dtype}"
+    CHECK ${dtype})
+endforeach()
+moonep_layer_cli_test(portable_ragged MAKE "${_step}|ragged" ARGS "${_all}|--backend|portable" CHECK float)
+moonep_layer_cli_test(portable_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|portable" CHECK float)
+moonep_layer_cli_test(one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|reference|--world|inprocess" CHECK float)
+
+set(_bad_out "${_in}|--output|@W@/out.npy")
+moonep_layer_cli_test(bad_weights_shape MAKE ${_step} EXPECT_RC 2
+  ARGS "--input|@W@/problem.json|--x|@W@/x.npy|--weights|@W@/x.npy|--output|@W@/out.npy"
+  EXPECT_STDERR "weights file '@W@/x.npy': shape (4, 12, 5) is not [R][S][K] = [4][12][4]")
+moonep_layer_cli_test(x_not_npy MAKE ${_step} EXPECT_RC 2
+  ARGS "--input|@W@/problem.json|--x|@W@/problem.json|--weights|@W@/w.npy|--output|@W@/out.npy"
+  EXPECT_STDERR "x file '@W@/problem.json': not a .npy file")
+moonep_layer_cli_test(problem_not_json MAKE ${_step} EXPECT_RC 2
+  ARGS "--input|@W@/x.npy|--x|@W@/x.npy|--weights|@W@/w.npy|--output|@W@/out.npy"
+  EXPECT_STDERR "@W@/x.npy")
+moonep_layer_cli_test(grad_alone MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--grad-out|@W@/g.npy"
+  EXPECT_STDERR "--grad-out, --grad-x and --grad-weights go together")
+moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|cuda"
+  EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer yet")
+moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
+  EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
+moonep_layer_cli_test(world_mpi MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|mpi"
+  EXPECT_STDERR "--world mpi is not available in this build of moonep-layer yet")
+moonep_layer_cli_test(dtype_unknown MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--dtype|half"
+  EXPECT_STDERR "--dtype: unknown type 'half' (float, double or bf16)")
+moonep_layer_cli_test(missing_output MAKE ${_step} EXPECT_RC 2 ARGS "${_in}" EXPECT_STDERR "missing --output")
+moonep_layer_cli_test(same_output_twice MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--recv|@W@/out.npy"
+  EXPECT_STDERR "--output and --recv name the same file")
+# An output that cannot be written (a directory): exit 1, and no other
+# output written either.
+moonep_layer_cli_test(output_directory MAKE ${_step} EXPECT_RC 1
+  ARGS "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@|--grad-weights|@W@/gw.npy"
+  EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
+
+# docs/layer_cli.md quotes moonep-layer --help as it is.
+add_test(NAME docs_layer_cli_help COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/layer_cli.md
+  -DPLANNER=$<TARGET_FILE:moonep-layer> -DPROGRAM=moonep-layer -P ${PROJECT_SOURCE_DIR}/examples/check_cli_help.cmake)

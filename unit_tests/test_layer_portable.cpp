@@ -1,0 +1,220 @@
+// The portable layer operations (moonep/layer.hpp, InProcessLayer) on
+// every host execution space against the reference layer, bit for bit:
+// dispatch's recv and recv_w, combine's out (weighted and not), combine's
+// backward (grad_y, grad_w) and dispatch's backward (grad_x, grad_w), full
+// and ragged steps (rows past s_r NaN), many duplicates, R = 1, float and
+// double; its bad input; and plans whose views hold anything.
+#include "catch2_compat.hpp"
+
+#include <limits>
+#include <string>
+
+#include "moonep/layer.hpp"
+#include "support/layer_cases.hpp"
+#include "test_portable_support.hpp"
+
+using namespace layer_test;
+
+namespace {
+
+constexpr int kHidden = 3;
+
+// Rank-major host buffers as a [R][n][m] view of MemorySpace, and back.
+template <class V, class Mem>
+Kokkos::View<V***, Kokkos::LayoutRight, Mem> to_view(const PerRank<V>& host, std::int64_t n, std::int64_t m) {
+  Kokkos::View<V***, Kokkos::LayoutRight, Mem> v("test_rows", host.size(), n, m);
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t r = 0; r < host.size(); ++r)
+    for (std::int64_t i = 0; i < n * m; ++i) h(r, i / m, i % m) = host[r][i];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+template <class View>
+PerRank<typename View::non_const_value_type> from_view(const View& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  PerRank<typename View::non_const_value_type> out(v.extent(0));
+  for (std::size_t r = 0; r < v.extent(0); ++r)
+    for (std::size_t i = 0; i < v.extent(1); ++i)
+      for (std::size_t j = 0; j < (View::rank == 3 ? v.extent(2) : 1); ++j) {
+        if constexpr (View::rank == 3) out[r].push_back(h(r, i, j));
+        else out[r].push_back(h(r, i));
+      }
+  return out;
+}
+
+template <class T, class P>
+void portable_case(const std::string& name, const Step& s, Values values) {
+  using Exec = typename P::execution_space;
+  using Mem = typename P::memory_space;
+  using W = moonep::weight_t<T>;
+  INFO(name << (values == Values::exact ? ", exact data" : ", random data"));
+  const Config& c = s.c;
+  const std::int64_t nvs = c.slots();
+  moonep::InProcessWorld<Mem> world(c.ranks);
+  P planner(c, world);
+  const bool ragged = s.plan.tokens_per_rank.has_value();
+  const HostPlan host_plan = moonep::test::plan_with(planner, s.routing, nullptr, ragged ? &*s.plan.tokens_per_rank : nullptr);
+  REQUIRE(moonep::plan_difference(host_plan, s.plan) == "");
+
+  Draw draw(values, 41);
+  const PerRank<T> x = rows_of<T>(c, c.tokens, kHidden, s.tokens, draw);
+  const PerRank<W> w = rows_of<W>(c, c.tokens, c.topk, s.tokens, draw, true);
+  PerRank<T> recv = filled<T>(c, nvs * kHidden, kSentinel);
+  PerRank<W> recv_w = filled<W>(c, nvs, kSentinel);
+  moonep::dispatch_reference(s.plan, kHidden, x, w, recv, recv_w);
+
+  moonep::InProcessLayer<T, Exec> layer(c, kHidden);
+  const auto xv = to_view<T, Mem>(x, c.tokens, kHidden);
+  const auto wv = to_view<W, Mem>(w, c.tokens, c.topk);
+  const auto recv_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  Kokkos::View<W**, Kokkos::LayoutRight, Mem> recv_w_v("recv_w", c.ranks, nvs);
+  Kokkos::deep_copy(recv_w_v, W(kSentinel));
+  layer.dispatch(planner.last_plan(), xv, wv, recv_v, recv_w_v);
+  Kokkos::fence();
+  REQUIRE(from_view(recv_v) == recv);
+  REQUIRE(from_view(recv_w_v) == recv_w);
+
+  // Combine the received rows (identity experts), weighted and not.
+  PerRank<T> out = filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel);
+  moonep::combine_reference<T>(s.plan, kHidden, recv, &w, out);
+  const auto out_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.combine(planner.last_plan(), recv_v, recv_w_v, out_v);
+  Kokkos::fence();
+  CHECK(from_view(out_v) == out);
+  moonep::combine_reference<T>(s.plan, kHidden, recv, nullptr, out);
+  layer.combine_unweighted(planner.last_plan(), recv_v, out_v);
+  Kokkos::fence();
+  CHECK(from_view(out_v) == out);
+
+  // Combine's backward (y = recv), weighted and not.
+  const PerRank<T> g = rows_of<T>(c, c.tokens, kHidden, s.tokens, draw);
+  const auto g_v = to_view<T, Mem>(g, c.tokens, kHidden);
+  PerRank<T> gy = filled<T>(c, nvs * kHidden, kSentinel);
+  PerRank<W> gw = filled<W>(c, c.entries(), kSentinel);
+  moonep::combine_backward_reference(s.plan, kHidden, g, recv, &w, gy, &gw);
+  const auto gy_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  const auto gw_v = to_view<W, Mem>(filled<W>(c, c.entries(), kSentinel), c.tokens, c.topk);
+  layer.combine_backward(planner.last_plan(), g_v, recv_v, recv_w_v, gy_v, gw_v);
+  Kokkos::fence();
+  CHECK(from_view(gy_v) == gy);
+  CHECK(from_view(gw_v) == gw);
+  PerRank<T> gy1 = filled<T>(c, nvs * kHidden, kSentinel);
+  moonep::combine_backward_reference<T>(s.plan, kHidden, g, {}, nullptr, gy1, nullptr);
+  const auto gy1_v = to_view<T, Mem>(filled<T>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  layer.combine_backward_unweighted(planner.last_plan(), g_v, gy1_v);
+  Kokkos::fence();
+  CHECK(from_view(gy1_v) == gy1);
+
+  // Dispatch's backward of gy, with and without the weights' gradient.
+  const PerRank<W> grecv_w = rows_of<W>(c, nvs, 1, std::vector<std::int32_t>(c.ranks, nvs), draw, true);
+  Kokkos::View<W**, Kokkos::LayoutRight, Mem> grecv_w_v("grecv_w", c.ranks, nvs);
+  Kokkos::deep_copy(grecv_w_v, Kokkos::subview(to_view<W, Mem>(grecv_w, nvs, 1), Kokkos::ALL, Kokkos::ALL, 0));
+  PerRank<T> gx = filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel);
+  moonep::dispatch_backward_reference(s.plan, kHidden, gy, &grecv_w, gx, &gw);
+  const auto gx_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.dispatch_backward(planner.last_plan(), gy_v, grecv_w_v, gx_v, gw_v);
+  Kokkos::fence();
+  CHECK(from_view(gx_v) == gx);
+  CHECK(from_view(gw_v) == gw);
+  const auto gx1_v = to_view<T, Mem>(filled<T>(c, std::int64_t{c.tokens} * kHidden, kSentinel), c.tokens, kHidden);
+  layer.dispatch_backward(planner.last_plan(), gy_v, gx1_v);
+  Kokkos::fence();
+  CHECK(from_view(gx1_v) == gx);
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("the portable dispatch and combine match the reference bit for bit", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  INFO(moonep::test::variant_name<TestType>());
+  for (const auto& [name, step] : layer_steps())
+    for (const Values v : {Values::exact, Values::random}) {
+      portable_case<float, TestType>(name, step, v);
+      portable_case<double, TestType>(name, step, v);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable layer refuses views and plans that do not fit it", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  const Step s = synthetic_step(Config{2, 4, 2, 3, 2, 1}, 1.0, 6, false);
+  moonep::InProcessWorld<Mem> world(2);
+  TestType planner(s.c, world);
+  moonep::test::plan_with(planner, s.routing);
+  moonep::InProcessLayer<float, Exec> layer(s.c, 2);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> x("x", 2, 3, 2), x3("x3", 2, 3, 3), recv("recv", 2, s.c.slots(), 2);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> w("w", 2, 3, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> recv_w("recv_w", 2, s.c.slots());
+  CHECK(input_error([&] { layer.dispatch(planner.last_plan(), x3, w, recv, recv_w); }) ==
+        "dispatch: x is [2][3][3], expected [R][S][H] = [2][3][2]");
+  CHECK(input_error([&] { layer.dispatch(planner.last_plan(), x, x3, recv, recv_w); }) ==
+        "dispatch: w is not [R][S][K] = [2][3][2]");
+  moonep::Plan<Mem> other = planner.last_plan();
+  other.config.tokens = 4;
+  CHECK(input_error([&] { layer.dispatch(other, x, w, recv, recv_w); }).find("dispatch: the plan is of ") == 0);
+  other = planner.last_plan();
+  other.ranks.pop_back();
+  CHECK(input_error([&] { layer.combine(other, recv, recv_w, x); }) ==
+        "combine: the plan holds 1 ranks; the in-process layer needs all 2");
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> gw("gw", 2, 3, 2);
+  CHECK(input_error([&] { layer.dispatch_backward(planner.last_plan(), recv, recv_w, x, x3); }) ==
+        "dispatch backward: grad_w is not [R][S][K] = [2][3][2]");
+  CHECK(input_error([&] { layer.dispatch_backward(planner.last_plan(), x, x); }).find(
+            "dispatch backward: grad_recv is [2][3][2], expected [R][NvS][H]") == 0);
+  CHECK(input_error([&] { layer.combine_backward(planner.last_plan(), x, recv, recv_w, x, gw); }).find(
+            "combine backward: grad_y is [2][3][2], expected [R][NvS][H]") == 0);
+  CHECK(input_error([&] { moonep::InProcessLayer<float, Exec>(s.c, 0); }) ==
+        "InProcessLayer: H must be at least 1, got 0");
+}
+
+TEMPLATE_LIST_TEST_CASE("whatever the plan's views hold, the portable layer stays inside its buffers",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // Out-of-range destinations, padding ranges, dup rows and counts written
+  // into a real plan: every kernel skips what does not fit (the sanitizer
+  // run checks that nothing outside a buffer is touched), and the entries
+  // left intact still land where they belong.
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  const Step s = synthetic_step(Config{2, 4, 2, 5, 2, 2}, 1.0, 9, false);
+  const std::int64_t nvs = s.c.slots();
+  moonep::InProcessWorld<Mem> world(2);
+  TestType planner(s.c, world);
+  const HostPlan good = moonep::test::plan_with(planner, s.routing);
+  moonep::Plan<Mem> plan = planner.last_plan();
+  auto set = [](const auto& view, std::int32_t value) { Kokkos::deep_copy(view, value); };
+  set(Kokkos::subview(plan.ranks[0].dst, 0), std::numeric_limits<std::int32_t>::max());
+  set(Kokkos::subview(plan.ranks[0].dst, 1), std::numeric_limits<std::int32_t>::min());
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 0, 0), static_cast<std::int32_t>(nvs - 1));
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 0, 1), 1000);
+  set(Kokkos::subview(plan.ranks[0].zero_fill_ranges, 1, 0), -3);
+  set(plan.ranks[0].dup_groups, -5);
+  set(Kokkos::subview(plan.ranks[1].dup_groups, 0, 0), static_cast<std::int32_t>(nvs + 3));
+  set(Kokkos::subview(plan.ranks[1].dup_groups, 0, 2), 1 << 20);
+  set(Kokkos::subview(plan.ranks[0].dup_counts, 0), static_cast<std::int32_t>(nvs));
+  set(plan.ranks[1].dup_loffs, static_cast<std::int32_t>(-nvs));
+  Draw draw(Values::exact, 3);
+  const PerRank<float> x = rows_of<float>(s.c, s.c.tokens, kHidden, s.tokens, draw);
+  const PerRank<float> w = rows_of<float>(s.c, s.c.tokens, s.c.topk, s.tokens, draw, true);
+  moonep::InProcessLayer<float, Exec> layer(s.c, kHidden);
+  const auto xv = to_view<float, Mem>(x, s.c.tokens, kHidden);
+  const auto wv = to_view<float, Mem>(w, s.c.tokens, s.c.topk);
+  const auto recv = to_view<float, Mem>(filled<float>(s.c, nvs * kHidden, 0), nvs, kHidden);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> recv_w("recv_w", 2, nvs);
+  const auto out = to_view<float, Mem>(filled<float>(s.c, s.c.tokens * kHidden, 0), s.c.tokens, kHidden);
+  layer.dispatch(plan, xv, wv, recv, recv_w);
+  layer.combine(plan, recv, recv_w, out);
+  Kokkos::fence();
+  const PerRank<float> got = from_view(recv);
+  int checked = 0;
+  for (int i = 0; i < s.c.entries(); ++i) {
+    const std::int32_t code = good.ranks[1].dst[i];
+    if (code < 0) continue;  // rank 1's primaries: its dst is intact
+    const int d = static_cast<int>(code / nvs);
+    const std::int64_t loff = code % nvs;
+    if (d == 0 && loff == nvs - 1) continue;  // the slot the corrupted padding range zeroes
+    for (int h = 0; h < kHidden; ++h) REQUIRE(got[d][loff * kHidden + h] == x[1][(i / s.c.topk) * kHidden + h]);
+    ++checked;
+  }
+  CHECK(checked > 3);
+}
