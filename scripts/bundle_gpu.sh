@@ -12,7 +12,9 @@
 #                       build-gpu-kokkos: upstream Kokkos 4.6.01 with the CUDA
 #                       backend (from ../shared/kokkos, see its README) + the
 #                       CUDA specialization: every test_portable_* binary
-#                       (Planner<Kokkos::Cuda> on both paths),
+#                       (Planner<Kokkos::Cuda> on both paths), the planner
+#                       interface's checks, the layer's portable path
+#                       (test_layer_portable),
 #                       test_gpu_world_planner (over a GPU world), host_sweep
 #                       (portable phases against the specialization) and
 #                       moonep-plan. Skipped, with a message, when the Kokkos
@@ -87,7 +89,7 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
     ktargets+=("$t")
   done
-  ktargets+=(test_gpu_world_planner host_sweep moonep-plan)
+  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable host_sweep moonep-plan)
   cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else

@@ -144,7 +144,8 @@ fi
 K=$HERE/kokkos-cuda
 if [ -d "$K" ]; then
   export LD_LIBRARY_PATH="$K/lib:$LD_LIBRARY_PATH"
-  for t in "$K"/bin/test_portable_* "$K"/bin/test_gpu_world_planner; do
+  for t in "$K"/bin/test_portable_* "$K"/bin/test_gpu_world_planner "$K"/bin/test_planner_concept \
+           "$K"/bin/test_layer_portable; do
     [ -x "$t" ] || continue
     n=kokkos_$(basename "$t")
     step "$n" 300 "$t" --durations yes
@@ -153,6 +154,9 @@ if [ -d "$K" ]; then
   if [ -n "$SAN" ]; then
     step kokkos_memcheck_bad_input 300 "$SAN" --tool memcheck --error-exitcode 9 \
       "$K/bin/test_portable_bad_input" "bad routing is rejected*"
+    # The layer's kernels on plans whose views were corrupted: nothing out of bounds.
+    [ -x "$K/bin/test_layer_portable" ] && step kokkos_memcheck_layer 300 "$SAN" --tool memcheck --error-exitcode 9 \
+      "$K/bin/test_layer_portable" "whatever the plan*"
   fi
   # The portable phases on the GPU (host_sweep's portable planner runs on
   # Kokkos' default space, Cuda) against the specialization (moonep-plan
