@@ -9,3 +9,8 @@ moonep_perf_csv(moonep_gpu_bench)
 # use (a probe for kernel design; docs/design/cuda_planner.md explains).
 add_executable(moonep_warp_latency ${CMAKE_CURRENT_LIST_DIR}/warp_latency.cu)
 target_link_libraries(moonep_warp_latency PRIVATE CUDA::cudart)
+
+# moonep_gpu_layer_bench: dispatch and combine of the CUDA layer (virtual
+# ranks) next to a device-to-device copy of the same bytes (README.md).
+add_executable(moonep_gpu_layer_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_layer_bench.cu)
+target_link_libraries(moonep_gpu_layer_bench PRIVATE moonep CUDA::cudart)

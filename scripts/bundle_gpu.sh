@@ -67,7 +67,7 @@ collect() {
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
-targets=(test_cuda_planner test_gpu_world moonep_gpu_bench moonep-plan moonep_check_plan_file)
+targets=(test_cuda_planner test_gpu_world test_cuda_layer moonep_gpu_bench moonep_gpu_layer_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
 

@@ -1,0 +1,165 @@
+// moonep_gpu_layer_bench: dispatch and combine of the CUDA specialization
+// (moonep::cuda::VirtualRankLayer, virtual ranks on one GPU) at one shape,
+// each replayed in a CUDA graph, next to a device-to-device copy of the
+// same bytes in the same run; and the whole step (plan + dispatch +
+// combine) against the plan alone. See README.md, "The layer on the GPU".
+//
+//   moonep_gpu_layer_bench [--ranks R --experts E --topk K --tokens S
+//                           --copy-slots B --token-padding tp --hidden H
+//                           --imbalance I --reps N]
+// Defaults: the headline (R=8 E=256 K=8 S=4096 B=32 tp=128), H=7168,
+// bfloat16 rows, imbalance 1, 20 replays per figure (median of 5 rounds).
+//
+// Rates, as the issue defines them: dispatch moves every filled slot's row
+// into recv and reads every token row once (bytes = (filled + R*S) * row);
+// combine reads every filled slot's row of y and writes every token row
+// (the same bytes); the copy reads and writes filled * row bytes (rate =
+// 2 * bytes / time).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "moonep/cuda_layer.hpp"
+#include "moonep/cuda_planner.hpp"
+#include "moonep/synthetic.hpp"
+
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "moonep_gpu_layer_bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// Median over rounds of the time per replay of `graph` (ms).
+double time_graph(cudaGraphExec_t graph, cudaStream_t stream, int reps) {
+  cudaEvent_t a, b;
+  ok(cudaEventCreate(&a), "cudaEventCreate");
+  ok(cudaEventCreate(&b), "cudaEventCreate");
+  ok(cudaGraphLaunch(graph, stream), "warm-up");
+  ok(cudaStreamSynchronize(stream), "warm-up");
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    ok(cudaEventRecord(a, stream), "cudaEventRecord");
+    for (int i = 0; i < reps; ++i) ok(cudaGraphLaunch(graph, stream), "cudaGraphLaunch");
+    ok(cudaEventRecord(b, stream), "cudaEventRecord");
+    ok(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    ok(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    rounds.push_back(ms / reps);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
+}
+
+template <class F>
+cudaGraphExec_t capture(cudaStream_t stream, F&& body) {
+  cudaGraph_t g;
+  ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  body();
+  ok(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
+  cudaGraphExec_t e;
+  ok(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate");
+  cudaGraphDestroy(g);
+  return e;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  moonep::Config c{8, 256, 8, 4096, 32, 128};
+  int H = 7168, reps = 20;
+  double imbalance = 1.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    const double v = std::atof(argv[i + 1]);
+    if (a == "--ranks") c.ranks = static_cast<int>(v);
+    else if (a == "--experts") c.experts = static_cast<int>(v);
+    else if (a == "--topk") c.topk = static_cast<int>(v);
+    else if (a == "--tokens") c.tokens = static_cast<int>(v);
+    else if (a == "--copy-slots") c.copy_slots = static_cast<int>(v);
+    else if (a == "--token-padding") c.token_padding = static_cast<int>(v);
+    else if (a == "--hidden") H = static_cast<int>(v);
+    else if (a == "--imbalance") imbalance = v;
+    else if (a == "--reps") reps = static_cast<int>(v);
+    else {
+      std::fprintf(stderr, "moonep_gpu_layer_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const std::int64_t R = c.ranks, S = c.tokens, K = c.topk, NvS = c.slots(), row = static_cast<std::int64_t>(H) * 2;
+  cudaStream_t stream;
+  ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+
+  moonep::cuda::VirtualRankPlanner planner(c);
+  const moonep::Routing routing = moonep::synthetic_routing(c, imbalance, 7);
+  std::vector<std::int32_t*> d_routing(R);
+  for (int r = 0; r < R; ++r) {
+    ok(cudaMalloc(&d_routing[r], S * K * 4), "cudaMalloc routing");
+    ok(cudaMemcpy(d_routing[r], routing[r].data(), S * K * 4, cudaMemcpyHostToDevice), "routing");
+  }
+  const std::int32_t* const* rp = const_cast<const std::int32_t* const*>(d_routing.data());
+  planner.plan(rp, nullptr, stream);
+  const moonep::HostPlan plan = planner.copy_out(stream);
+  std::int64_t filled = 0;
+  for (const auto& rk : plan.ranks)
+    for (std::int32_t s : rk.src_info) filled += s >= 0 ? 1 : 0;
+
+  void *x, *w, *recv, *recv_w, *y, *out, *copy_from, *copy_to;
+  ok(cudaMalloc(&x, R * S * row), "cudaMalloc x");
+  ok(cudaMalloc(&w, R * S * K * 4), "cudaMalloc w");
+  ok(cudaMalloc(&recv, R * NvS * row), "cudaMalloc recv");
+  ok(cudaMalloc(&recv_w, R * NvS * 4), "cudaMalloc recv_w");
+  ok(cudaMalloc(&y, R * NvS * row), "cudaMalloc y");
+  ok(cudaMalloc(&out, R * S * row), "cudaMalloc out");
+  ok(cudaMemset(x, 0x3c, R * S * row), "memset x");
+  ok(cudaMemset(y, 0x3c, R * NvS * row), "memset y");
+  ok(cudaMemset(w, 0, R * S * K * 4), "memset w");
+  copy_from = y;  // filled * row bytes, from y into recv (sizes allow it)
+  copy_to = recv;
+  moonep::cuda::VirtualRankLayer layer(planner, H, moonep::cuda::Element::bf16);
+
+  const cudaGraphExec_t g_copy = capture(stream, [&] {
+    ok(cudaMemcpyAsync(copy_to, copy_from, filled * row, cudaMemcpyDeviceToDevice, stream), "copy");
+  });
+  const cudaGraphExec_t g_dispatch = capture(stream, [&] { layer.dispatch(x, w, recv, recv_w, stream); });
+  const cudaGraphExec_t g_combine = capture(stream, [&] { layer.combine(y, recv_w, out, stream); });
+  const cudaGraphExec_t g_plan = capture(stream, [&] { planner.plan(rp, nullptr, stream); });
+  const cudaGraphExec_t g_step = capture(stream, [&] {
+    planner.plan(rp, nullptr, stream);
+    layer.dispatch(x, w, recv, recv_w, stream);
+    layer.combine(y, recv_w, out, stream);
+  });
+  const double t_copy = time_graph(g_copy, stream, reps), t_dispatch = time_graph(g_dispatch, stream, reps),
+               t_combine = time_graph(g_combine, stream, reps), t_plan = time_graph(g_plan, stream, reps),
+               t_step = time_graph(g_step, stream, reps);
+  planner.check(stream);  // the timed steps planned without error
+
+  cudaDeviceProp prop{};
+  ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const double moved = static_cast<double>(filled + R * S) * row, copied = static_cast<double>(filled) * row;
+  std::printf("device: %s\n", prop.name);
+  std::printf("shape: R=%d E=%d K=%d S=%d B=%d tp=%d H=%d bf16, imbalance %.1f; %lld filled slots of %lld\n", c.ranks,
+              c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, H, imbalance,
+              static_cast<long long>(filled), static_cast<long long>(R * NvS));
+  std::printf("%-30s %10s %12s %10s\n", "operation (CUDA graph)", "ms", "GB moved", "TB/s");
+  std::printf("%-30s %10.3f %12.3f %10.3f\n", "copy D2D (read + write)", t_copy, 2 * copied / 1e9,
+              2 * copied / (t_copy * 1e-3) / 1e12);
+  std::printf("%-30s %10.3f %12.3f %10.3f\n", "dispatch", t_dispatch, moved / 1e9, moved / (t_dispatch * 1e-3) / 1e12);
+  std::printf("%-30s %10.3f %12.3f %10.3f\n", "combine (weighted)", t_combine, moved / 1e9,
+              moved / (t_combine * 1e-3) / 1e12);
+  std::printf("%-30s %10.3f\n", "plan alone", t_plan);
+  std::printf("%-30s %10.3f\n", "plan + dispatch + combine", t_step);
+  std::printf("dispatch at %.2f of the copy's rate, combine at %.2f\n",
+              (moved / t_dispatch) / (2 * copied / t_copy), (moved / t_combine) / (2 * copied / t_copy));
+  return 0;
+}

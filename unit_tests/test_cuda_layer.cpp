@@ -1,0 +1,197 @@
+// moonep::cuda::VirtualRankLayer (moonep/cuda_layer.hpp) against the
+// reference layer (moonep/layer_reference.hpp), bit for bit: dispatch's
+// recv and recv_w (filled slots, zeroed padding, untouched tail) and
+// combine's out (weighted and not, rows past s_r untouched), for float,
+// double and bfloat16, full and ragged steps (rows past s_r NaN: never
+// read), tokens that name one expert twice and tokens whose K experts all
+// live on one rank (many duplicates), R = 1, H whose rows are and are not
+// a multiple of 16 bytes. [sanitize]: the small cases compute-sanitizer
+// runs.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch2_compat.hpp"
+#include "moonep/bf16.hpp"
+#include "moonep/cuda_layer.hpp"
+#include "moonep/layer_reference.hpp"
+#include "moonep/reference.hpp"
+#include "support/cuda_test_support.hpp"
+#include "support/ragged_steps.hpp"
+
+namespace {
+
+using moonep::Config;
+using moonep::PerRank;
+using moonep::Routing;
+using moonep::TokensPerRank;
+using moonep::cuda::Element;
+using moonep::cuda::VirtualRankLayer;
+using moonep::cuda::VirtualRankPlanner;
+using moonep::test::cuda_ok;
+
+template <class T>
+Element element_of();
+template <>
+Element element_of<float>() { return Element::f32; }
+template <>
+Element element_of<double>() { return Element::f64; }
+template <>
+Element element_of<moonep::bf16>() { return Element::bf16; }
+
+template <class T>
+T value(double v) { return static_cast<T>(v); }
+template <>
+moonep::bf16 value<moonep::bf16>(double v) { return moonep::bf16(static_cast<float>(v)); }
+
+template <class T>
+T nan_value() { return value<T>(std::numeric_limits<double>::quiet_NaN()); }
+
+// Same bits (a NaN equals a NaN of the same bits).
+template <class T>
+bool same_bits(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+
+template <class V>
+struct DeviceArray {
+  V* p = nullptr;
+  std::size_t n = 0;
+  explicit DeviceArray(const std::vector<V>& host) : n(host.size()) {
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(V) + 16));
+    cuda_ok(cudaMemcpy(p, host.data(), n * sizeof(V), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(p); }
+  std::vector<V> get() const {
+    std::vector<V> h(n);
+    cuda_ok(cudaMemcpy(h.data(), p, n * sizeof(V), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+template <class V>
+std::vector<V> flat(const PerRank<V>& a) {
+  std::vector<V> f;
+  for (const auto& r : a) f.insert(f.end(), r.begin(), r.end());
+  return f;
+}
+
+// One case: plan on the GPU, dispatch and combine there and with the
+// reference, compare every element's bits. `exact`: quarters, so every sum
+// is exact too; else random values.
+template <class T>
+void check_case(const Config& c, const Routing& full, const TokensPerRank* tokens, int H, std::uint64_t seed) {
+  using W = moonep::weight_t<T>;
+  INFO("R=" << c.ranks << " E=" << c.experts << " K=" << c.topk << " S=" << c.tokens << " B=" << c.copy_slots
+            << " tp=" << c.token_padding << " H=" << H << " ragged=" << (tokens != nullptr));
+  const std::int64_t S = c.tokens, K = c.topk, NvS = c.slots();
+  VirtualRankPlanner planner(c);
+  moonep::test::DeviceRouting dr(c, full);
+  moonep::test::DeviceCounts counts(c.ranks);
+  if (tokens) counts.write(*tokens);
+  planner.plan(dr.topk(), nullptr, nullptr, tokens ? counts.data() : nullptr);
+  const moonep::HostPlan plan = planner.copy_out(nullptr);
+
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> q(-8, 8);
+  PerRank<T> x(c.ranks, std::vector<T>(static_cast<std::size_t>(S * H)));
+  PerRank<W> w(c.ranks, std::vector<W>(static_cast<std::size_t>(S * K)));
+  for (int r = 0; r < c.ranks; ++r) {
+    const std::int64_t s_r = tokens ? (*tokens)[r] : S;
+    for (std::int64_t t = 0; t < S; ++t) {
+      for (std::int64_t h = 0; h < H; ++h) x[r][t * H + h] = t < s_r ? value<T>(q(rng) / 4.0) : nan_value<T>();
+      for (std::int64_t k = 0; k < K; ++k) w[r][t * K + k] = t < s_r ? W(q(rng) / 4.0) : W(NAN);
+    }
+  }
+  // The reference on the planner's own plan (cut to s_r rows per rank).
+  PerRank<T> x_ref = x;
+  PerRank<W> w_ref = w;
+  PerRank<T> recv_ref(c.ranks, std::vector<T>(static_cast<std::size_t>(NvS * H), value<T>(7)));
+  PerRank<W> recv_w_ref(c.ranks, std::vector<W>(static_cast<std::size_t>(NvS), W(7)));
+  moonep::dispatch_reference<T>(plan, H, x_ref, w_ref, recv_ref, recv_w_ref);
+
+  DeviceArray<T> d_x(flat(x)), d_recv(std::vector<T>(static_cast<std::size_t>(c.ranks * NvS * H), value<T>(7)));
+  DeviceArray<W> d_w(flat(w)), d_recv_w(std::vector<W>(static_cast<std::size_t>(c.ranks * NvS), W(7)));
+  VirtualRankLayer layer(planner, H, element_of<T>());
+  layer.dispatch(d_x.p, d_w.p, d_recv.p, d_recv_w.p, nullptr);
+  cuda_ok(cudaDeviceSynchronize());
+  const std::vector<T> recv = d_recv.get(), want = flat(recv_ref);
+  const std::vector<W> recv_w = d_recv_w.get(), want_w = flat(recv_w_ref);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += same_bits(recv[i], want[i]) ? 0 : 1;
+  for (std::size_t i = 0; i < want_w.size(); ++i) bad += same_bits(recv_w[i], want_w[i]) ? 0 : 1;
+  CHECK(bad == 0);
+
+  // Combine: y = the experts' rows (here: recv scaled per slot, so that
+  // duplicates differ from their primary), weighted and unweighted.
+  PerRank<T> y = recv_ref;
+  for (int d = 0; d < c.ranks; ++d)
+    for (std::int64_t s = 0; s < NvS; ++s)
+      for (std::int64_t h = 0; h < H; ++h)
+        y[d][s * H + h] = value<T>(static_cast<double>(static_cast<float>(y[d][s * H + h])) + ((s + h) % 5) / 4.0);
+  DeviceArray<T> d_y(flat(y));
+  for (bool weighted : {true, false}) {
+    INFO("weighted " << weighted);
+    PerRank<T> out_ref(c.ranks, std::vector<T>(static_cast<std::size_t>(S * H), value<T>(3)));
+    moonep::combine_reference<T>(plan, H, y, weighted ? &w_ref : nullptr, out_ref);
+    DeviceArray<T> d_out(std::vector<T>(static_cast<std::size_t>(c.ranks * S * H), value<T>(3)));
+    layer.combine(d_y.p, weighted ? d_recv_w.p : nullptr, d_out.p, nullptr);
+    cuda_ok(cudaDeviceSynchronize());
+    const std::vector<T> out = d_out.get(), want_out = flat(out_ref);
+    std::size_t wrong = 0, first = want_out.size();
+    for (std::size_t i = 0; i < want_out.size(); ++i) {
+      if (!same_bits(out[i], want_out[i])) {
+        ++wrong;
+        if (first == want_out.size()) first = i;
+      }
+    }
+    INFO("first wrong element " << first);
+    CHECK(wrong == 0);
+  }
+}
+
+template <class T>
+void check_shapes(bool small) {
+  using moonep::test::Shape;
+  const std::vector<Config> configs =
+      small ? std::vector<Config>{{4, 16, 2, 24, 2, 4}, {1, 4, 2, 10, 2, 2}}
+            : std::vector<Config>{{4, 16, 2, 24, 2, 4}, {1, 4, 2, 10, 2, 2}, {8, 64, 4, 40, 8, 8}, {3, 9, 3, 17, 1, 1}};
+  for (const Config& c : configs) {
+    for (int H : {8, 5, small ? 8 : 72}) {  // 8 floats: 32-byte rows; 5: element by element
+      for (Shape shape : {Shape::skew, Shape::same_expert_k_times, Shape::owner_zero}) {
+        INFO("shape " << moonep::test::name(shape));
+        const Routing full = moonep::test::make_routing(c, shape, 11);
+        check_case<T>(c, full, nullptr, H, 3);
+        moonep::impl::SplitMix64 rng{5};
+        const TokensPerRank t = moonep::test::ragged_tokens(c, 1, rng);
+        const Routing cut = moonep::test::cut_to_tokens(c, full, t);
+        check_case<T>(c, moonep::test::padded_to_full(c, cut), &t, H, 4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda layer: dispatch and combine match the reference bit for bit (float)", "[cuda_layer]") {
+  check_shapes<float>(false);
+}
+TEST_CASE("cuda layer: dispatch and combine match the reference bit for bit (double)", "[cuda_layer]") {
+  check_shapes<double>(false);
+}
+TEST_CASE("cuda layer: dispatch and combine match the reference bit for bit (bfloat16)", "[cuda_layer]") {
+  check_shapes<moonep::bf16>(false);
+}
+TEST_CASE("cuda layer: small cases for compute-sanitizer", "[cuda_layer][sanitize]") {
+  check_shapes<moonep::bf16>(true);
+  check_shapes<float>(true);
+}
+TEST_CASE("cuda layer: H < 1 is refused", "[cuda_layer]") {
+  VirtualRankPlanner planner(Config{2, 4, 2, 4, 2, 2});
+  REQUIRE_THROWS_WITH(VirtualRankLayer(planner, 0, Element::f32),
+                      "moonep::cuda::VirtualRankLayer: H must be at least 1, got 0");
+}
