@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "json_writer.hpp"
+#include "output_set.hpp"
 
 namespace moonep::io {
 
@@ -22,7 +22,7 @@ std::string read_text_file(const std::string& path, const char* what, std::int64
 // (readers see the old file or the complete new one; if anything throws,
 // nothing is left behind). RuntimeError "cannot write <what> 'path':
 // <reason>".
-void write_output(const std::string& path, const char* what,
-                  const std::function<void(const TextOut::Sink&)>& produce);
+// One output of OutputFiles (output_set.hpp), checked and written.
+void write_output(const std::string& path, const char* what, const Produce& produce);
 
 }  // namespace moonep::io

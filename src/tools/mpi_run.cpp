@@ -8,6 +8,7 @@
 
 #include "moonep/error.hpp"
 #include "moonep/mpi_world.hpp"
+#include "plan_outputs.hpp"
 #include "problem_source.hpp"
 
 namespace moonep::tools {
@@ -47,6 +48,8 @@ int read_problem_stage(MpiStages& mpi, const PlanOptions& o, const std::string& 
           throw UsageError(shape.option + " reads the problem in every process; give a file, not '-' (standard input)");
         }
         if (shape.check_options) shape.check_options();
+        // Rank 0 writes: its output paths before the work they would take.
+        if (rank == 0) plan_outputs(o).check();
         RunShape r;
         r.backend = shape.backend;
         r.mpi = true;
@@ -70,8 +73,7 @@ int write_plan_stage(MpiStages& mpi, const PlanOptions& o, const MpiRun& run,
     HostPlan plan = collect();
     if (mpi.rank() != 0) return;
     plan.tokens_per_rank = run.problem.tokens_per_rank;
-    if (!o.output.empty()) write_plan_file(plan, o.output);
-    if (!o.save_problem.empty()) write_problem_file(run.problem, o.save_problem);
+    write_plan_outputs(o, plan, run.problem);
     if (wants_summary(o)) {
       RunInfo info = describe_run(o, run.need, run.limit);
       info.memory += " on rank 0";
