@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,34 +25,51 @@ std::string named(const char* what, const std::string& path) {
 
 }  // namespace
 
-std::string read_text_file(const std::string& path, const char* what, std::int64_t max_bytes) {
+std::string read_text_file(const std::string& path, const char* what, std::int64_t max_bytes,
+                           const ReadWatch& watch) {
   const std::string where = named(what, path);
   const bool from_stdin = path == "-";
   std::FILE* f = from_stdin ? stdin : std::fopen(path.c_str(), "rb");
   if (!f) throw InputError("cannot read " + where + ": " + reason(errno));
-  // A regular file announces its size: refuse it before reading a byte.
+  struct Closer {
+    std::FILE* f;
+    bool owned;
+    ~Closer() {
+      if (owned) std::fclose(f);
+    }
+  } closer{f, !from_stdin};
+  // A regular file announces its size: refuse it before reading a byte,
+  // else hold exactly that much.
   struct stat st {};
-  if (max_bytes >= 0 && ::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > max_bytes) {
-    if (!from_stdin) std::fclose(f);
-    throw InputError(where + " has " + std::to_string(st.st_size) + " bytes, more than the " +
-                     std::to_string(max_bytes) + " that fit in the memory limit");
-  }
   std::string text;
+  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (max_bytes >= 0 && st.st_size > max_bytes) {
+      throw InputError(where + " has " + std::to_string(st.st_size) + " bytes, more than the " +
+                       std::to_string(max_bytes) + " that fit in the memory limit");
+    }
+    if (watch.grow) watch.grow(st.st_size + 1);
+    text.reserve(static_cast<std::size_t>(st.st_size) + 1);
+  }
   char buf[1 << 16];
   std::size_t n = 0;
   bool too_long = false;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (text.size() + n > text.capacity()) {
+      // Grown by half (a doubling would hold up to twice the text), and
+      // only once the watcher agreed to the new size.
+      const std::size_t want = std::max({text.size() + n, text.capacity() + text.capacity() / 2, std::size_t{1} << 20});
+      if (watch.grow) watch.grow(static_cast<std::int64_t>(want));
+      text.reserve(want);
+    }
     text.append(buf, n);
+    if (watch.piece && !watch.piece(std::string_view(buf, n))) return text;
     // A pipe or device (/dev/zero) may never end: stop past the limit.
     if (max_bytes >= 0 && static_cast<std::int64_t>(text.size()) > max_bytes) {
       too_long = true;
       break;
     }
   }
-  const bool failed = !too_long && std::ferror(f);
-  const int err = errno;
-  if (!from_stdin) std::fclose(f);
-  if (failed) throw InputError("cannot read " + where + ": " + reason(err));
+  if (!too_long && std::ferror(f)) throw InputError("cannot read " + where + ": " + reason(errno));
   if (too_long) {
     throw InputError(where + " has more than " + std::to_string(max_bytes) +
                      " bytes, more than fit in the memory limit");
