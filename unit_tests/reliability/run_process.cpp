@@ -147,6 +147,7 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o)
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  if (o.while_running) o.while_running(pid);
   RunResult r;
   int status = 0;
   struct rusage usage {};
