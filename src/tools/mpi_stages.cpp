@@ -283,7 +283,13 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
                 (absent.size() == 1 ? "it stopped, hangs, or is" : "they stopped, hang, or are") +
                 " slower than " + words_ + "); nothing was written";
     } else if (first_timeout >= 0) {
-      message = reports[first_timeout].message;
+      // Who waited is known, not who made them wait (it may be one of them,
+      // stopped for a while): the waiting ranks, in the user's words.
+      std::vector<int> waited;
+      for (int r = 0; r < size_; ++r)
+        if (reports[r].timed_out) waited.push_back(r);
+      message = std::string(name) + ": " + ranks_text(waited) + " waited more than " + seconds(timeout_s_) + " (" +
+                words_ + ") for another MPI process (it stopped, hangs, or is slower); nothing was written";
     } else if (fingerprint) {
       for (int r = 1; r < size_ && message.empty(); ++r)
         message = fingerprint_difference(reports[0].fingerprint, reports[r].fingerprint, r);
