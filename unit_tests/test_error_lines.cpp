@@ -116,6 +116,24 @@ std::string replace_once(std::string s, const std::string& from, const std::stri
   return s.replace(at, from.size(), to);
 }
 
+// Plans the case's bytes as a problem file: exit 2, one short, safe line
+// naming the file and holding every expected text, no plan written.
+void check_case(const Case& c, const ScratchDir& dir) {
+  INFO(c.name);
+  const std::string file = dir.file(std::string(c.name) + ".json");
+  write_file(file, c.bytes);
+  const auto r = run_process({MOONEP_PLAN_EXE, "--input", file, "--output", dir.file("plan.json")});
+  CHECK(r.exit_code == 2);
+  const auto lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  INFO(lines[0].substr(0, 400));
+  CHECK(lines[0].rfind("moonep-plan: error: " + file + ": ", 0) == 0);
+  CHECK(lines[0].size() <= 300);
+  CHECK(terminal_safe(lines[0]));
+  for (const auto& text : c.expected) CHECK(lines[0].find(text) != std::string::npos);
+  CHECK(!path_exists(dir.file("plan.json")));
+}
+
 }  // namespace
 
 TEST_CASE("moonep-plan: hostile input gives one short, safe line naming the place") {
@@ -139,20 +157,7 @@ TEST_CASE("moonep-plan: hostile input gives one short, safe line naming the plac
        {"invalid JSON at byte", "invalid literal"}},
   };
   ScratchDir dir("error_lines");
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const std::string file = dir.file(std::string(c.name) + ".json");
-    write_file(file, c.bytes);
-    const auto r = run_process({MOONEP_PLAN_EXE, "--input", file, "--output", dir.file("plan.json")});
-    CHECK(r.exit_code == 2);
-    const auto lines = r.err_lines();
-    REQUIRE(lines.size() == 1);
-    INFO(lines[0].substr(0, 400));
-    CHECK(lines[0].rfind("moonep-plan: error: " + file + ": ", 0) == 0);
-    CHECK(lines[0].size() <= 300);
-    CHECK(terminal_safe(lines[0]));
-    for (const auto& text : c.expected) CHECK(lines[0].find(text) != std::string::npos);
-  }
+  for (const Case& c : cases) check_case(c, dir);
 }
 
 TEST_CASE("moonep-plan: a NUL byte or UTF-16 text is named with its place, never read past") {
@@ -177,18 +182,7 @@ TEST_CASE("moonep-plan: a NUL byte or UTF-16 text is named with its place, never
       {"utf16le_no_bom", le_no_bom, {"invalid JSON at byte 2: a NUL byte (0x00) after '{': the file looks like UTF-16"}},
   };
   ScratchDir dir("error_lines");
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const std::string file = dir.file(std::string(c.name) + ".json");
-    write_file(file, c.bytes);
-    const auto r = run_process({MOONEP_PLAN_EXE, "--input", file, "--output", dir.file("plan.json")});
-    CHECK(r.exit_code == 2);
-    const auto lines = r.err_lines();
-    REQUIRE(lines.size() == 1);
-    CHECK(lines[0].rfind("moonep-plan: error: " + file + ": ", 0) == 0);
-    for (const auto& text : c.expected) CHECK(lines[0].find(text) != std::string::npos);
-    CHECK(!path_exists(dir.file("plan.json")));
-  }
+  for (const Case& c : cases) check_case(c, dir);
   // The library's own parser says the same (parse_problem on a string).
   CHECK_THROWS_WITH(moonep::parse_problem(good + std::string("\0}", 2)),
                     "invalid JSON at byte " + std::to_string(good.size() + 1) +

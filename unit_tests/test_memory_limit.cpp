@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "reliability/run_process.hpp"
+#include "reliability/error_line_check.hpp"
 
+using moonep::test::only_error_line;
 using moonep::test::read_file;
 using moonep::test::run_process;
 using moonep::test::RunResult;
@@ -37,13 +38,6 @@ constexpr bool kMeasuresMemory = true;
 constexpr long kSmallRssKb = 64 * 1024;
 
 bool small(long rss_kb, long allowance_kb = 0) { return !kMeasuresMemory || rss_kb < kSmallRssKb + allowance_kb; }
-
-std::string only_error_line(const RunResult& r) {
-  const auto lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].rfind("moonep-plan: error: ", 0) == 0);
-  return lines[0];
-}
 
 }  // namespace
 

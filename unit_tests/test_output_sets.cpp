@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "reliability/run_process.hpp"
+#include "reliability/error_line_check.hpp"
 
 namespace fs = std::filesystem;
 using namespace moonep::test;
@@ -32,13 +32,6 @@ std::vector<std::string> big_plan(const std::vector<std::string>& more) {
   std::vector<std::string> a{MOONEP_PLAN_EXE, "--ranks", "16", "--experts", "256", "--tokens", "4096", "--steps", "1"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
-}
-
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 // Watches `dir`; wait() returns once a file whose name starts with
@@ -86,14 +79,6 @@ RunResult signal_at_write(const std::vector<std::string>& args, const std::strin
   return run_process(args, o);
 }
 
-std::string only_error_line(const RunResult& r) {
-  INFO(r.describe());
-  const auto lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].rfind("moonep-plan: error: ", 0) == 0);
-  return lines[0];
-}
-
 }  // namespace
 
 TEST_CASE("a signal while the plan file is written leaves no temporary file and the old file whole") {
@@ -128,6 +113,7 @@ TEST_CASE("a failed second output leaves the first untouched") {
   const std::string plan = dir.file("plan.json");
   write_file(plan, "the old plan\n");
   // The second output fails as it is written (a full device)...
+  REQUIRE(path_exists("/dev/full"));
   const auto full = run_process({MOONEP_PLAN_EXE, "--steps", "1", "--output", plan, "--save-problem", "/dev/full"});
   CHECK(full.exit_code == 1);
   CHECK(only_error_line(full).find("cannot write problem file '/dev/full': ") != std::string::npos);

@@ -77,6 +77,9 @@ double summary_memory_estimate(const std::string& out);
 // terminal shows without acting on it (no C0 or C1 control, no DEL).
 bool terminal_safe(const std::string& s);
 
+// The names in a directory, sorted (a temporary file left behind shows here).
+std::vector<std::string> names_in(const std::string& dir);
+
 // lstat succeeds: something (a file, a link, a FIFO) is there.
 bool path_exists(const std::string& path);
 
