@@ -260,14 +260,16 @@ TEST_CASE("mpirun: a process that never calls MPI_Init ends the job after --mpi-
   const std::vector<std::string> args{"--world", "mpi", "--ranks", "2", "--experts", "4", "--tokens", "8",
                                       "--steps", "1", "--mpi-timeout", "2", "--output", dir.file("plan.json")};
   // Rank 1 stopped (rank 0 says so at once), then rank 0 (rank 1 says so
-  // after a grace period). Before, every other process waited in MPI_Init
-  // until the 60 s guard.
+  // after a grace period of 3 s). Before, every other process waited in
+  // MPI_Init until the 60 s guard.
   for (const bool rank0_stops : {false, true}) {
     INFO("rank " << (rank0_stops ? 0 : 1) << " stops before MPI_Init");
     const auto r = run_process(mpirun_stopping({rank0_stops, !rank0_stops}, args), mpi_options());
     CHECK(r.exit_code == 1);
-    CHECK(r.seconds < 30);
-    CHECK(error_line(r).find("MPI start-up (MPI_Init) did not finish within 2 s (--mpi-timeout)") !=
+    CHECK(r.seconds < 40);
+    // --mpi-timeout 2, but MPI_Init gets at least 10 s (its own work can
+    // take seconds on a loaded node).
+    CHECK(error_line(r).find("MPI start-up (MPI_Init) did not finish within 10 s (--mpi-timeout, at least 10 s)") !=
           std::string::npos);
     CHECK(!path_exists(dir.file("plan.json")));
   }

@@ -6,7 +6,8 @@
 //  * a NUL byte (JSON text has none; nlohmann's parser would take it for
 //    the end of the text and ignore what follows), or a UTF-16/UTF-32 byte
 //    order mark: error() names the byte and its place;
-//  * nesting deeper than max_depth (the file formats nest 3 deep): error();
+//  * nesting deeper than max_depth (a problem file nests 3 deep, a plan
+//    file 5): error();
 //  * a first byte that begins no JSON value (/dev/urandom, a binary file):
 //    no error() of its own: the parser, given the text read so far,
 //    reports it in its usual words.

@@ -41,13 +41,15 @@ int launch_rank() {
 }
 
 Watchdog bound_mpi_call(double seconds, const char* step, const std::string& words) {
+  seconds = std::max(seconds, kMinMpiCallBound);
   char when[32];
   std::snprintf(when, sizeof when, "%g s", seconds);
   std::string message = std::string("MPI ") + step + " did not finish within " + when + " (" + words +
-                        "): a process of the job did not start, stopped, or cannot reach the others";
-  return Watchdog(seconds, [message, seconds] {
+                        ", at least " + std::to_string(static_cast<int>(kMinMpiCallBound)) +
+                        " s): a process of the job did not start, stopped, or cannot reach the others";
+  return Watchdog(seconds, [message] {
     const int rank = launch_rank();
-    const double grace = std::max(2.0, std::min(seconds, 10.0));
+    const double grace = kMpiGrace;
     if (rank >= 2) std::this_thread::sleep_for(std::chrono::duration<double>(2 * grace));
     if (rank == 1) std::this_thread::sleep_for(std::chrono::duration<double>(grace));
     if (rank <= 1) print_error_line(message);

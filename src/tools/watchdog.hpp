@@ -33,12 +33,15 @@ class Watchdog {
 int launch_rank();
 
 // Bounds MPI_Init / MPI_Finalize (`step`: "start-up (MPI_Init)") by
-// `seconds`: past it, one process of the job prints the error line, naming
-// `step`, the time and `words` (how the user set it: "--mpi-timeout"), and
-// every process exits with status 1. Rank 0 prints at once; rank 1 only if
-// it is still there a grace period later (rank 0 may be the process that
-// stopped; otherwise mpirun has ended the job by then, rank 1 with it); the
-// others leave silently after twice that.
+// `seconds`, at least kMinMpiCallBound (their own work, not only the wait
+// for the others, can take seconds on a loaded node: a small --mpi-timeout
+// must not end a job that is merely starting): past it, one process of the
+// job prints the error line, naming `step`, the time and `words` (how the
+// user set it: "--mpi-timeout"), and every process exits with status 1.
+// Rank 0 prints at once; rank 1 only if it is still there kMpiGrace later
+// (rank 0 may be the process that stopped; otherwise mpirun has ended the
+// job by then, rank 1 with it); the others leave silently after twice that.
+inline constexpr double kMinMpiCallBound = 10, kMpiGrace = 3;
 Watchdog bound_mpi_call(double seconds, const char* step, const std::string& words);
 
 }  // namespace moonep::tools
