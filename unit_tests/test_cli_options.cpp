@@ -107,3 +107,37 @@ TEST_CASE("--multicast is the gpu world's opt-in, off by default", "[cli]") {
   CHECK_THROWS_WITH(parse({"--world", "mpi", "--multicast"}), "--multicast is for --world gpu");
   CHECK_THROWS_AS(parse({"--multicast=1", "--world", "gpu"}), UsageError);
 }
+
+TEST_CASE("--kokkos-* values Kokkos would std::stoi are checked here, the option named", "[cli]") {
+  // Kokkos reads them with std::stoi: "abc" threw std::invalid_argument
+  // ("error: stoi", exit 1), "12abc" silently meant 12.
+  for (const char* arg : {"--kokkos-threads=abc", "--kokkos-threads=12abc", "--kokkos-threads", "--kokkos-numa=x",
+                          "--kokkos-device-id=", "--kokkos-num-threads= 4", "--kokkos-ndevices=2,x",
+                          "--kokkos-map-device-id-by=rank", "--kokkos-help=yes"}) {
+    INFO(arg);
+    const std::string name = std::string(arg).substr(0, std::string(arg).find('='));
+    try {
+      parse({arg});
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).rfind(name + ": ", 0) == 0);
+    }
+  }
+  CHECK_THROWS_WITH(parse({"--kokkos-device=4294967296"}), "--kokkos-device: 4294967296 is outside the 32-bit integers");
+  const PlanOptions ok = parse({"--kokkos-threads=2", "--kokkos-ndevices=2,1", "--kokkos-map-device-id-by=mpi_rank",
+                                "--kokkos-tools-libs=libx.so", "--kokkos-disable-warnings"});
+  CHECK(ok.kokkos_args == std::vector<std::string>{"--kokkos-threads=2", "--kokkos-ndevices=2,1",
+                                                   "--kokkos-map-device-id-by=mpi_rank", "--kokkos-tools-libs=libx.so",
+                                                   "--kokkos-disable-warnings"});
+}
+
+TEST_CASE("numbers past their range say the range, not 'expected an integer'", "[cli]") {
+  CHECK_THROWS_WITH(parse({"--steps", "99999999999999999999"}), "--steps: 99999999999999999999 is outside 1..1000000");
+  CHECK_THROWS_WITH(parse({"--ranks", "-99999999999999999999"}),
+                    "--ranks: -99999999999999999999 is outside -2147483648..2147483647");
+  CHECK_THROWS_WITH(parse({"--seed", "99999999999999999999"}),
+                    "--seed: 99999999999999999999 is outside 0..18446744073709551615");
+  CHECK_THROWS_WITH(parse({"--memory-limit", "1e30"}),
+                    "--memory-limit: 1e30 is more memory than any machine has (say none for no limit)");
+  CHECK(parse({"--memory-limit", "1T"}).memory_limit == std::int64_t{1} << 40);
+}

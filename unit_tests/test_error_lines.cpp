@@ -14,6 +14,7 @@
 
 using moonep::one_line_message;
 using moonep::printable;
+using moonep::test::path_exists;
 using moonep::test::run_process;
 using moonep::test::ScratchDir;
 using moonep::test::terminal_safe;
@@ -115,6 +116,24 @@ std::string replace_once(std::string s, const std::string& from, const std::stri
   return s.replace(at, from.size(), to);
 }
 
+// Plans the case's bytes as a problem file: exit 2, one short, safe line
+// naming the file and holding every expected text, no plan written.
+void check_case(const Case& c, const ScratchDir& dir) {
+  INFO(c.name);
+  const std::string file = dir.file(std::string(c.name) + ".json");
+  write_file(file, c.bytes);
+  const auto r = run_process({MOONEP_PLAN_EXE, "--input", file, "--output", dir.file("plan.json")});
+  CHECK(r.exit_code == 2);
+  const auto lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  INFO(lines[0].substr(0, 400));
+  CHECK(lines[0].rfind("moonep-plan: error: " + file + ": ", 0) == 0);
+  CHECK(lines[0].size() <= 300);
+  CHECK(terminal_safe(lines[0]));
+  for (const auto& text : c.expected) CHECK(lines[0].find(text) != std::string::npos);
+  CHECK(!path_exists(dir.file("plan.json")));
+}
+
 }  // namespace
 
 TEST_CASE("moonep-plan: hostile input gives one short, safe line naming the place") {
@@ -138,20 +157,36 @@ TEST_CASE("moonep-plan: hostile input gives one short, safe line naming the plac
        {"invalid JSON at byte", "invalid literal"}},
   };
   ScratchDir dir("error_lines");
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const std::string file = dir.file(std::string(c.name) + ".json");
-    write_file(file, c.bytes);
-    const auto r = run_process({MOONEP_PLAN_EXE, "--input", file, "--output", dir.file("plan.json")});
-    CHECK(r.exit_code == 2);
-    const auto lines = r.err_lines();
-    REQUIRE(lines.size() == 1);
-    INFO(lines[0].substr(0, 400));
-    CHECK(lines[0].rfind("moonep-plan: error: " + file + ": ", 0) == 0);
-    CHECK(lines[0].size() <= 300);
-    CHECK(terminal_safe(lines[0]));
-    for (const auto& text : c.expected) CHECK(lines[0].find(text) != std::string::npos);
-  }
+  for (const Case& c : cases) check_case(c, dir);
+}
+
+TEST_CASE("moonep-plan: a NUL byte or UTF-16 text is named with its place, never read past") {
+  // Before, nlohmann's parser took a NUL for the end of the text: garbage
+  // after it was ignored (exit 0), a NUL inside was "unexpected end of
+  // input", and UTF-16 text the same.
+  const std::string good = good_problem();
+  auto utf16 = [&](bool big_endian) {
+    std::string out = big_endian ? "\xFE\xFF" : "\xFF\xFE";
+    for (const char ch : good) out += big_endian ? std::string{'\0', ch} : std::string{ch, '\0'};
+    return out;
+  };
+  std::string le_no_bom;
+  for (const char ch : good) le_no_bom += std::string{ch, '\0'};
+  const std::vector<Case> cases = {
+      {"nul_then_garbage", good + std::string("\0garbage", 8),
+       {"invalid JSON at byte " + std::to_string(good.size() + 1) + ": a NUL byte (0x00)"}},
+      {"nul_inside", good.substr(0, 100) + std::string(1, '\0') + good.substr(100),
+       {"invalid JSON at byte 101: a NUL byte (0x00)"}},
+      {"utf16le", utf16(false), {"invalid JSON at byte 2: the file starts with a UTF-16 or UTF-32 byte order mark"}},
+      {"utf16be", utf16(true), {"invalid JSON at byte 2: the file starts with a UTF-16 or UTF-32 byte order mark"}},
+      {"utf16le_no_bom", le_no_bom, {"invalid JSON at byte 2: a NUL byte (0x00) after '{': the file looks like UTF-16"}},
+  };
+  ScratchDir dir("error_lines");
+  for (const Case& c : cases) check_case(c, dir);
+  // The library's own parser says the same (parse_problem on a string).
+  CHECK_THROWS_WITH(moonep::parse_problem(good + std::string("\0}", 2)),
+                    "invalid JSON at byte " + std::to_string(good.size() + 1) +
+                        ": a NUL byte (0x00); JSON text has none (is this a binary file?)");
 }
 
 TEST_CASE("moonep-plan: a hostile file name or option is escaped and elided too") {

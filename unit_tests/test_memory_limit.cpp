@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "reliability/run_process.hpp"
+#include "reliability/error_line_check.hpp"
 
+using moonep::test::only_error_line;
 using moonep::test::read_file;
 using moonep::test::run_process;
 using moonep::test::RunResult;
@@ -37,13 +38,6 @@ constexpr bool kMeasuresMemory = true;
 constexpr long kSmallRssKb = 64 * 1024;
 
 bool small(long rss_kb, long allowance_kb = 0) { return !kMeasuresMemory || rss_kb < kSmallRssKb + allowance_kb; }
-
-std::string only_error_line(const RunResult& r) {
-  const auto lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].rfind("moonep-plan: error: ", 0) == 0);
-  return lines[0];
-}
 
 }  // namespace
 
@@ -121,11 +115,21 @@ TEST_CASE("input longer than the memory limit is refused without being read whol
   CHECK(only_error_line(r).find("huge.json' has 68719476736 bytes, more than the 67108864") != std::string::npos);
   CHECK(small(r.max_rss_kb));
 
-  // /dev/zero never ends: reading stops just past the limit.
-  const auto zero = run_process({MOONEP_PLAN_EXE, "--input", "/dev/zero", "--memory-limit", "16M"});
-  CHECK(zero.exit_code == 2);
-  CHECK(only_error_line(zero).find("'/dev/zero' has more than 16777216 bytes") != std::string::npos);
-  CHECK(small(zero.max_rss_kb, 32 * 1024));
+  // /dev/zero never ends, and its first byte (a NUL) is no JSON: refused
+  // there, at any limit (before, it was read to the limit: 8 GiB at the
+  // 4 GiB default, 518 MiB at 256M).
+  for (const char* limit : {"16M", "256M"}) {
+    const auto zero = run_process({MOONEP_PLAN_EXE, "--input", "/dev/zero", "--memory-limit", limit});
+    CHECK(zero.exit_code == 2);
+    CHECK(only_error_line(zero).find("/dev/zero: invalid JSON at byte 1: a NUL byte (0x00)") != std::string::npos);
+    CHECK(small(zero.max_rss_kb));
+  }
+  // An endless stream of white space after "{" stops just past the limit.
+  const auto spaces = run_process({"/bin/sh", "-c", "{ printf '{'; yes '' ; } | \"" MOONEP_PLAN_EXE
+                                   "\" --input - --memory-limit 16M"});
+  CHECK(spaces.exit_code == 2);
+  CHECK(only_error_line(spaces).find("<stdin>") != std::string::npos);
+  CHECK(small(spaces.max_rss_kb, 32 * 1024));
 
   // A file within the limit whose JSON document would not fit: estimated
   // from the text, refused before parsing.
@@ -138,6 +142,33 @@ TEST_CASE("input longer than the memory limit is refused without being read whol
   CHECK(doc.exit_code == 2);
   CHECK(only_error_line(doc).find("many.json: reading its 6.0 MiB of JSON needs about ") != std::string::npos);
   CHECK(small(doc.max_rss_kb));
+}
+
+TEST_CASE("nesting no problem has is refused at once, whatever the limit") {
+  // 4.8 MB of '[' peaked at 729 MiB with --memory-limit 200M, 25 MB at
+  // 3.1 GiB with 1G: the parser's document of nested arrays costs some 150
+  // bytes a level. A problem nests 3 deep; past 32 levels the reading stops.
+  ScratchDir dir("memory");
+  for (const std::size_t bytes : {std::size_t{4800000}, std::size_t{25000000}}) {
+    write_file(dir.file("nested.json"), std::string(bytes, '['));
+    const auto r = run_process({MOONEP_PLAN_EXE, "--input", dir.file("nested.json"), "--memory-limit",
+                                bytes < 10000000 ? "200M" : "1G"});
+    CHECK(r.exit_code == 2);
+    CHECK(only_error_line(r).find("nested.json: invalid JSON at byte 33: nesting deeper than 32") !=
+          std::string::npos);
+    CHECK(small(r.max_rss_kb, static_cast<long>(bytes / 1024)));  // at most the text itself
+  }
+  // Deep nesting inside an otherwise valid problem: the same, even in a
+  // field moonep-plan does not read.
+  std::string deep = R"({"ranks":1,"experts":1,"topk":1,"tokens":1,"copy_slots":1,"token_padding":1,"routing":[[0]],"x":)";
+  deep += std::string(40, '[') + std::string(40, ']') + "}";
+  write_file(dir.file("deep.json"), deep);
+  const auto r = run_process({MOONEP_PLAN_EXE, "--input", dir.file("deep.json")});
+  CHECK(r.exit_code == 2);
+  // The outer object is level 1: the 32nd '[' opens level 33 (bytes count from 1).
+  const std::size_t byte = deep.find("\"x\":") + 4 + 32;
+  CHECK(only_error_line(r).find("deep.json: invalid JSON at byte " + std::to_string(byte) + ": nesting deeper than 32") !=
+        std::string::npos);
 }
 
 TEST_CASE("--memory-limit takes sizes and refuses nonsense") {

@@ -23,6 +23,7 @@
 #include "reliability/run_process.hpp"
 
 namespace fs = std::filesystem;
+using moonep::test::names_in;
 using moonep::test::read_file;
 using moonep::test::run_process;
 using moonep::test::ScratchDir;
@@ -57,14 +58,6 @@ Node lstat_of(const std::string& path) {
   Node n;
   if (::lstat(path.c_str(), &st) == 0) n = {true, static_cast<mode_t>(st.st_mode & S_IFMT), st.st_rdev};
   return n;
-}
-
-// The names in a directory (temporary files would show up here).
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 // What a reader of a FIFO got: the reader opens it before the writer runs.

@@ -22,6 +22,7 @@ moonep_add_cli_test(test_output_paths test_output_paths.cpp)
 moonep_add_cli_test(test_error_lines test_error_lines.cpp)
 moonep_add_cli_test(test_cli_launch test_cli_launch.cpp)
 moonep_add_cli_test(test_memory_limit test_memory_limit.cpp)
+moonep_add_cli_test(test_output_sets test_output_sets.cpp)
 
 # ---- MPI: worlds that disagree or wait for a peer that does not come
 # (library), and moonep-plan processes started differently (CLI). Uses the

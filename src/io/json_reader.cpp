@@ -4,6 +4,7 @@
 #include <climits>
 #include <set>
 
+#include "json_scan.hpp"
 #include "moonep/error.hpp"
 
 namespace moonep::io {
@@ -75,6 +76,9 @@ Json parse_json(const std::string& text) {
         }
         return true;
       };
+  // What nlohmann would misread (a NUL ends its text) or build at great
+  // cost (deep nesting), refused first with the byte and its place.
+  if (const std::string error = json_text_error(text); !error.empty()) fail(error);
   try {
     return Json::parse(text, reject_duplicate_keys);
   } catch (const Json::parse_error& e) {

@@ -8,6 +8,7 @@
 #include "moonep/io.hpp"
 #include "moonep/reference.hpp"
 #include "output_file.hpp"
+#include "file_texts.hpp"
 #include "text_files.hpp"
 
 namespace moonep {
@@ -185,13 +186,17 @@ HostPlan read_plan_file(const std::string& path) {
 
 bool writes_to_standard_output(const std::string& path) { return io::names_standard_output(path); }
 
-void write_plan_file(const HostPlan& plan, const std::string& path) {
+io::Produce io::plan_text(const HostPlan& plan) {
   check_plan_shapes(plan);  // before anything is opened or written
-  io::write_output(path, "plan file", [&](const io::TextOut::Sink& sink) {
+  return [&plan](const io::TextOut::Sink& sink) {
     io::TextOut out(sink);
     write_plan_json(plan, out);
     out.flush();
-  });
+  };
+}
+
+void write_plan_file(const HostPlan& plan, const std::string& path) {
+  io::write_output(path, "plan file", io::plan_text(plan));
 }
 
 }  // namespace moonep

@@ -6,6 +6,7 @@
 #include "json_writer.hpp"
 #include "moonep/io.hpp"
 #include "moonep/reference.hpp"
+#include "file_texts.hpp"
 #include "text_files.hpp"
 
 namespace moonep {
@@ -82,12 +83,16 @@ std::string problem_to_json(const Problem& p) {
   return out.take();
 }
 
-void write_problem_file(const Problem& p, const std::string& path) {
-  io::write_output(path, "problem file", [&](const io::TextOut::Sink& sink) {
+io::Produce io::problem_text(const Problem& p) {
+  return [&p](const io::TextOut::Sink& sink) {
     io::TextOut out(sink);
     write_problem_json(p, out);
     out.flush();
-  });
+  };
+}
+
+void write_problem_file(const Problem& p, const std::string& path) {
+  io::write_output(path, "problem file", io::problem_text(p));
 }
 
 }  // namespace moonep

@@ -198,7 +198,11 @@ i64 parse_memory_size(const std::string& option, const std::string& text) {
     throw UsageError(option + ": expected a size such as 512M, 4G or 1T (or none), got '" + text + "'");
   const double bytes = v * scale;
   if (bytes < 1048576.0) throw UsageError(option + ": " + text + " is less than 1M");
-  return bytes >= 9.0e18 ? kNoMemoryLimit : static_cast<i64>(bytes);
+  // 2^62 bytes (4 EiB) is more than any machine holds: a typo, not a limit
+  // (before, 1e30 silently meant none).
+  if (bytes > 4611686018427387904.0)
+    throw UsageError(option + ": " + text + " is more memory than any machine has (say none for no limit)");
+  return static_cast<i64>(bytes);
 }
 
 void check_memory(const MemoryNeed& need, i64 limit, const std::string& what) {

@@ -3,26 +3,41 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "moonep/error.hpp"
 #include "moonep/mpi_world.hpp"
+#include "plan_outputs.hpp"
 #include "problem_source.hpp"
+#include "watchdog.hpp"
 
 namespace moonep::tools {
 
-MpiSession::MpiSession() {
+MpiSession::MpiSession(double timeout_s, std::string words) : timeout_s_(timeout_s), words_(std::move(words)) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // A process of the job that never calls MPI_Init (it stopped, or was
+    // never started) keeps the others in it forever.
+    const Watchdog bound = bound_mpi_call(timeout_s_, "start-up (MPI_Init)", words_);
     if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw RuntimeError("MPI_Init failed");
     owner_ = true;
   }
 }
 
 MpiSession::~MpiSession() {
-  if (owner_) MPI_Finalize();
+  if (!owner_) return;
+  const Watchdog bound = bound_mpi_call(timeout_s_, "shut-down (MPI_Finalize)", words_);
+  MPI_Finalize();
+}
+
+std::string mpi_timeout_words(const PlanOptions& o) {
+  if (o.mpi_timeout > 0) return "--mpi-timeout";
+  const char* env = std::getenv("MOONEP_MPI_TIMEOUT");
+  if (env && *env) return "$MOONEP_MPI_TIMEOUT";
+  return "the default; see --mpi-timeout";
 }
 
 double mpi_timeout_of(const PlanOptions& o, std::string* bad) {
@@ -47,6 +62,8 @@ int read_problem_stage(MpiStages& mpi, const PlanOptions& o, const std::string& 
           throw UsageError(shape.option + " reads the problem in every process; give a file, not '-' (standard input)");
         }
         if (shape.check_options) shape.check_options();
+        // Rank 0 writes: its output paths before the work they would take.
+        if (rank == 0) plan_outputs(o).check();
         RunShape r;
         r.backend = shape.backend;
         r.mpi = true;
@@ -70,8 +87,7 @@ int write_plan_stage(MpiStages& mpi, const PlanOptions& o, const MpiRun& run,
     HostPlan plan = collect();
     if (mpi.rank() != 0) return;
     plan.tokens_per_rank = run.problem.tokens_per_rank;
-    if (!o.output.empty()) write_plan_file(plan, o.output);
-    if (!o.save_problem.empty()) write_problem_file(run.problem, o.save_problem);
+    write_plan_outputs(o, plan, run.problem);
     if (wants_summary(o)) {
       RunInfo info = describe_run(o, run.need, run.limit);
       info.memory += " on rank 0";

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "memory_budget.hpp"
+#include "moonep/mpi_world.hpp"
 #include "moonep/backend.hpp"
 #include "moonep/io.hpp"
 #include "mpi_stages.hpp"
@@ -21,22 +22,30 @@
 namespace moonep::tools {
 
 // MPI for the lifetime of the object (moonep-plan may also be run as a
-// singleton without mpirun: one process, one rank).
+// singleton without mpirun: one process, one rank). MPI_Init and
+// MPI_Finalize, which wait for every process of the job, are bounded by
+// `timeout_s` (bound_mpi_call, watchdog.hpp; `words` says how the user set
+// it, for the error line).
 class MpiSession {
  public:
-  MpiSession();
+  explicit MpiSession(double timeout_s = kDefaultMpiTimeout, std::string words = "--mpi-timeout");
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
  private:
   bool owner_ = false;
+  double timeout_s_;
+  std::string words_;
 };
 
 // --mpi-timeout, else $MOONEP_MPI_TIMEOUT, else the default. A bad
 // variable is reported in the first stage (once, by rank 0), not by every
 // process on its own: *bad gets its message and the default is used.
 double mpi_timeout_of(const PlanOptions& options, std::string* bad);
+// How the timeout was set, for messages: "--mpi-timeout",
+// "$MOONEP_MPI_TIMEOUT", or "the default; see --mpi-timeout".
+std::string mpi_timeout_words(const PlanOptions& options);
 
 // What the first stage read and every process agreed on.
 struct MpiRun {

@@ -58,6 +58,14 @@ Report unpack(const std::vector<char>& buf) {
   return r;
 }
 
+// Rank 0's answer after a stage.
+struct Verdict {
+  std::int32_t status = 0;        // what every process exits with (0: go on)
+  std::int32_t leave = 0;         // leave without MPI_Finalize (a process is missing)
+  std::int32_t rank1_prints = 0;  // rank 1 prints `message`, the job's one line
+  char message[512] = {};
+};
+
 int status_of(const std::exception& e) {
   if (dynamic_cast<const InputError*>(&e) || dynamic_cast<const UsageError*>(&e)) return 2;
   return 1;
@@ -79,13 +87,14 @@ std::string seconds(double s) {
 
 }  // namespace
 
-MpiStages::MpiStages(double timeout_s) : timeout_s_(timeout_s) {
+MpiStages::MpiStages(double timeout_s, std::string words) : timeout_s_(timeout_s), words_(std::move(words)) {
   MPI_Request req = MPI_REQUEST_NULL;
   int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   if (rc == MPI_SUCCESS && !mpi_wait_for(req, timeout_s_, &rc)) {
-    if (rank_ == 0) print_error_line("the other MPI processes did not start within " + seconds(timeout_s_));
+    if (rank_ == 0)
+      print_error_line("the other MPI processes did not start within " + seconds(timeout_s_) + " (" + words_ + ")");
     leave(1);
   }
   if (rc != MPI_SUCCESS) throw RuntimeError("moonep-plan: MPI_Comm_idup failed");
@@ -105,7 +114,7 @@ void MpiStages::wait(MPI_Request& request, const char* step, Keep&& keep) {
   if (!mpi_wait_for(request, timeout_s_, &rc)) {
     new std::decay_t<Keep>(std::move(keep));  // moved storage stays where MPI writes: leaked on purpose
     throw MpiTimeoutError(std::string(step) + ": the other MPI processes did not arrive within " +
-                          seconds(timeout_s_) + " (--mpi-timeout)");
+                          seconds(timeout_s_) + " (" + words_ + ")");
   }
   if (rc != MPI_SUCCESS) throw RuntimeError(std::string(step) + ": MPI failed");
 }
@@ -166,10 +175,14 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
   Report mine;
   try {
     stage();
-  } catch (const MpiTimeoutError& e) {
+  } catch (const MpiTimeoutError&) {
+    // In the user's words: the world's own message names its internals
+    // (MpiSharedWorld: all_ok) and $MOONEP_MPI_TIMEOUT.
     mine.status = 1;
     mine.timed_out = 1;
-    mine.message = e.what();
+    mine.message = std::string(name) + ": rank " + std::to_string(rank_) + " waited more than " + seconds(timeout_s_) +
+                   " (" + words_ + ") for the other MPI processes (one of them stopped, hangs, or is slower); "
+                   "nothing was written";
   } catch (const std::exception& e) {
     mine.status = status_of(e);
     mine.message = e.what();
@@ -182,18 +195,18 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
     mine.fingerprint = *fingerprint;
   }
 
-  std::int32_t verdict[2] = {0, 0};  // status, and whether to leave without MPI_Finalize
+  Verdict verdict;
   if (rank_ != 0) {
     const std::vector<char> buf = pack(mine);
     MPI_Request sent = MPI_REQUEST_NULL, got = MPI_REQUEST_NULL;
     MPI_Isend(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, 0, tag, comm_, &sent);
-    MPI_Irecv(verdict, 2, MPI_INT32_T, 0, tag, comm_, &got);
+    MPI_Irecv(&verdict, sizeof verdict, MPI_BYTE, 0, tag, comm_, &got);
     // Rank 0 may take its own stage's time plus the timeout to answer.
     if (!mpi_wait_for(got, 2 * timeout_s_)) {
       // Rank 0 is the one missing; rank 1 says so, the others stay quiet.
       if (rank_ == 1) {
         print_error_line(std::string("rank 0 did not finish ") + name + " within " + seconds(2 * timeout_s_) +
-                         " (it stopped, hangs, or is slower than --mpi-timeout " + seconds(timeout_s_) + ")");
+                         " (it stopped, hangs, or is slower than " + words_ + " " + seconds(timeout_s_) + ")");
       } else {
         // The others time out at about the same moment as rank 1; one of
         // them leaving first lets mpirun end the job, rank 1 included,
@@ -204,6 +217,16 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
       leave(1);
     }
     mpi_wait_for(sent, timeout_s_);
+    if (verdict.rank1_prints && rank_ == 1) {
+      // Rank 0 left the job's line to this process; it waits (bounded) for
+      // the word that it is out before leaving itself.
+      verdict.message[sizeof verdict.message - 1] = '\0';
+      print_error_line(verdict.message);
+      std::int32_t printed = 1;
+      MPI_Request ack = MPI_REQUEST_NULL;
+      MPI_Isend(&printed, 1, MPI_INT32_T, 0, tag, comm_, &ack);
+      mpi_wait_for(ack, timeout_s_);
+    }
   } else {
     // Collect every report, for at most the timeout.
     std::vector<Report> reports(static_cast<std::size_t>(size_));
@@ -258,27 +281,48 @@ int MpiStages::run(const char* name, const std::function<void()>& stage, const R
       worst = std::max(worst, 1);
       message = ranks_text(absent) + " did not finish " + name + " within " + seconds(timeout_s_) + " of rank 0 (" +
                 (absent.size() == 1 ? "it stopped, hangs, or is" : "they stopped, hang, or are") +
-                " slower than --mpi-timeout); nothing was written";
+                " slower than " + words_ + "); nothing was written";
     } else if (first_timeout >= 0) {
-      message = reports[first_timeout].message;
+      // Who waited is known, not who made them wait (it may be one of them,
+      // stopped for a while): the waiting ranks, in the user's words.
+      std::vector<int> waited;
+      for (int r = 0; r < size_; ++r)
+        if (reports[r].timed_out) waited.push_back(r);
+      message = std::string(name) + ": " + ranks_text(waited) + " waited more than " + seconds(timeout_s_) + " (" +
+                words_ + ") for another MPI process (it stopped, hangs, or is slower); nothing was written";
     } else if (fingerprint) {
       for (int r = 1; r < size_ && message.empty(); ++r)
         message = fingerprint_difference(reports[0].fingerprint, reports[r].fingerprint, r);
       if (!message.empty()) worst = 2;
     }
-    if (worst != 0) print_error_line(message);
-    verdict[0] = worst;
-    verdict[1] = (any_timeout || !absent.empty()) ? 1 : 0;
+    verdict.status = worst;
+    verdict.leave = (any_timeout || !absent.empty()) ? 1 : 0;
+    // A stage that timed out may have outlasted rank 1's patience (rank 0
+    // itself stopped for a while): rank 1 then already printed the job's
+    // line. So rank 1, if it reported, prints this one, or has printed its
+    // own: never both, never neither.
+    verdict.rank1_prints = worst != 0 && verdict.leave && size_ > 1 && arrived[1] ? 1 : 0;
+    if (worst != 0 && !verdict.rank1_prints) print_error_line(message);
+    if (verdict.rank1_prints) {
+      const std::string line = one_line_message(message, sizeof verdict.message - 1);
+      std::memcpy(verdict.message, line.c_str(), line.size() + 1);
+    }
     std::vector<MPI_Request> sends;
     for (int r = 1; r < size_; ++r) {
       if (!arrived[r]) continue;
       sends.emplace_back();
-      MPI_Isend(verdict, 2, MPI_INT32_T, r, tag, comm_, &sends.back());
+      MPI_Isend(&verdict, sizeof verdict, MPI_BYTE, r, tag, comm_, &sends.back());
     }
     for (auto& s : sends) mpi_wait_for(s, timeout_s_);
+    if (verdict.rank1_prints) {
+      std::int32_t printed = 0;
+      MPI_Request ack = MPI_REQUEST_NULL;
+      MPI_Irecv(&printed, 1, MPI_INT32_T, 1, tag, comm_, &ack);
+      mpi_wait_for(ack, timeout_s_);  // rank 1 gone: mpirun ends the job anyway
+    }
   }
-  if (verdict[1]) leave(verdict[0] ? verdict[0] : 1);
-  return verdict[0];
+  if (verdict.leave) leave(verdict.status ? verdict.status : 1);
+  return verdict.status;
 }
 
 }  // namespace moonep::tools

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "run_fingerprint.hpp"
@@ -26,8 +27,9 @@ namespace moonep::tools {
 class MpiStages {
  public:
   // Duplicates MPI_COMM_WORLD (within the timeout) and counts the processes
-  // on this node. MPI must be initialised.
-  explicit MpiStages(double timeout_s);
+  // on this node. MPI must be initialised. `words` says in messages how the
+  // user set the timeout ("--mpi-timeout", "$MOONEP_MPI_TIMEOUT").
+  explicit MpiStages(double timeout_s, std::string words = "--mpi-timeout");
   MpiStages(const MpiStages&) = delete;
   MpiStages& operator=(const MpiStages&) = delete;
 
@@ -40,7 +42,10 @@ class MpiStages {
   // its outcome: 0 when every process succeeded and, with `fingerprint`
   // (filled in by the stage), every one matches rank 0's; else the status
   // every process exits with (2 bad usage or input, 1 other failures),
-  // the error line printed once. Does not return when a process failed to
+  // the error line printed once for the whole job: by rank 0, or, when the
+  // stage ends in a timeout, by rank 1 (which prints its own line instead
+  // if rank 0 does not answer in time: rank 0 may be the process that
+  // stopped, and then must not add a second line when it resumes). Does not return when a process failed to
   // report in time: this process then exits with std::_Exit.
   int run(const char* name, const std::function<void()>& stage, const RunFingerprint* fingerprint = nullptr);
 
@@ -66,6 +71,7 @@ class MpiStages {
   void wait(MPI_Request& request, const char* step, Keep&& keep);
 
   double timeout_s_;
+  std::string words_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, node_size_ = 1;
   int stage_ = 0;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "kokkos_options.hpp"
 #include "memory_budget.hpp"
 #include "moonep/error.hpp"
 #include "moonep/moonep_config.hpp"
@@ -19,9 +20,9 @@ int to_int(const std::string& name, const std::string& text, long long lo, long 
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE)
+  if (text.empty() || *end != '\0')
     throw UsageError(name + ": expected an integer, got '" + text + "'");
-  if (v < lo || v > hi) {
+  if (errno == ERANGE || v < lo || v > hi) {
     throw UsageError(name + ": " + text + " is outside " + std::to_string(lo) + ".." +
                      std::to_string(hi));
   }
@@ -32,8 +33,9 @@ std::uint64_t to_u64(const std::string& name, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
+  if (text.empty() || text[0] == '-' || *end != '\0')
     throw UsageError(name + ": expected a non-negative integer, got '" + text + "'");
+  if (errno == ERANGE) throw UsageError(name + ": " + text + " is outside 0..18446744073709551615");
   return v;
 }
 
@@ -146,6 +148,7 @@ PlanOptions parse_plan_options(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--kokkos-", 0) == 0) {
+      check_kokkos_option(arg);  // Kokkos would stoi it: one line of ours instead
       o.kokkos_args.push_back(arg);
       continue;
     }

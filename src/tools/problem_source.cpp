@@ -1,13 +1,18 @@
 // Where moonep-plan's problem comes from, within its memory limit.
 #include "problem_source.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <random>
 #include <string>
 
+#include "json_scan.hpp"
 #include "moonep/error.hpp"
 #include "moonep/synthetic.hpp"
+#include "text_files.hpp"
 
 namespace moonep::tools {
 namespace {
@@ -16,15 +21,39 @@ std::string file_name(const std::string& path) { return path == "-" ? std::strin
 
 Problem read_within(const PlanOptions& o, RunShape& run, std::int64_t limit) {
   // The text may not exceed the limit, and the document built from it
-  // (several times its size) is estimated from the text before it exists.
-  std::string text = read_file_text(o.input, "problem file", limit);
-  run.input_bytes = static_cast<std::int64_t>(text.size());
-  run.parse_bytes = problem_parse_memory(text);
+  // (several times its size) is estimated from the text as it is read
+  // (io::JsonScan), counted with the text's own buffer before it grows:
+  // reading stops as soon as the two together pass the limit, and at the
+  // first byte that shows the text is no JSON object (a NUL, UTF-16,
+  // nesting deeper than a problem has).
+  io::JsonScan scan;
+  std::int64_t size = -1;  // a regular file's size
+  struct stat st {};
+  if (o.input != "-" && ::stat(o.input.c_str(), &st) == 0 && S_ISREG(st.st_mode)) size = st.st_size;
   MemoryNeed reading;
   reading.process = estimate_memory(RunShape{}).process;
+  auto check = [&](std::int64_t held) {
+    reading.parse = held + scan.parse_memory();
+    check_memory(reading, limit,
+                 file_name(o.input) + ": reading its " + format_bytes(std::max(size, scan.bytes())) + " of JSON");
+  };
+  io::ReadWatch watch;
+  std::int64_t held = 0;
+  watch.grow = [&](std::int64_t bytes) {
+    held = bytes;
+    check(held);
+  };
+  watch.piece = [&](std::string_view piece) {
+    if (!scan.feed(piece)) return false;
+    check(held);
+    return true;
+  };
+  std::string text = io::read_text_file(o.input, "problem file", limit, watch);
+  if (!scan.error().empty()) throw InputError(file_name(o.input) + ": " + scan.error());
+  run.input_bytes = static_cast<std::int64_t>(text.size());
+  run.parse_bytes = scan.parse_memory();
   reading.parse = run.input_bytes + run.parse_bytes;
-  check_memory(reading, limit,
-               file_name(o.input) + ": reading its " + format_bytes(run.input_bytes) + " of JSON");
+  check_memory(reading, limit, file_name(o.input) + ": reading its " + format_bytes(run.input_bytes) + " of JSON");
   Problem p = parse_problem_file(text, o.input);
   text = std::string();
   release_freed_memory();  // the JSON document

@@ -52,8 +52,8 @@ int device_of(const PlanOptions& o, int rank) {
 int run_mpi_gpu_world(const PlanOptions& o, const char* /*program*/) {
   std::string bad_timeout;
   const double timeout = mpi_timeout_of(o, &bad_timeout);
-  MpiSession session;
-  MpiStages mpi(timeout);
+  MpiSession session(timeout, mpi_timeout_words(o));
+  MpiStages mpi(timeout, mpi_timeout_words(o));
   const int rank = mpi.rank();
 
   // Stage 1: the options and the problem.

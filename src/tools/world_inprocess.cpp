@@ -8,6 +8,7 @@
 #include "moonep/backend.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
+#include "plan_outputs.hpp"
 #include "plan_summary.hpp"
 #include "plan_worlds.hpp"
 #include "problem_source.hpp"
@@ -28,6 +29,8 @@ int run_in_this_process(const PlanOptions& o, const char* program, Backend backe
   run.backend = backend;
   run.writes_plan = !o.output.empty();
   run.writes_problem = !o.save_problem.empty();
+  // Every output path before the work whose result it would take.
+  plan_outputs(o).check();
   const std::int64_t limit = memory_limit_of(o);
   MemoryNeed need;
   // The progress line goes before any error line (its destructor erases it).
@@ -61,8 +64,7 @@ int run_in_this_process(const PlanOptions& o, const char* program, Backend backe
 
   release_freed_memory();  // the planner's
   progress.phase("writing the files");
-  if (!o.output.empty()) write_plan_file(plan, o.output);
-  if (!o.save_problem.empty()) write_problem_file(problem, o.save_problem);
+  write_plan_outputs(o, plan, problem);
   if (wants_summary(o)) {
     progress.phase("summing up");
     const PlanSummary summary = summarize(plan, problem.routing);

@@ -115,8 +115,8 @@ HostPlan gather_plans(MpiStages& mpi, const Config& config, HostRankPlan mine) {
 int run_mpi_world(const PlanOptions& o, const char* program) {
   std::string bad_timeout;
   const double timeout = mpi_timeout_of(o, &bad_timeout);
-  MpiSession session;
-  MpiStages mpi(timeout);
+  MpiSession session(timeout, mpi_timeout_words(o));
+  MpiStages mpi(timeout, mpi_timeout_words(o));
   const int rank = mpi.rank();
 
   // Stage 1: the options, the MPI world's kind and the problem.

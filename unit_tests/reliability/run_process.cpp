@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -53,6 +54,13 @@ bool terminal_safe(const std::string& s) {
     if (b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) < 0xA0) return false;  // C1
   }
   return true;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 bool path_exists(const std::string& path) {
@@ -147,6 +155,7 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o)
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  if (o.while_running) o.while_running(pid);
   RunResult r;
   int status = 0;
   struct rusage usage {};

@@ -2,6 +2,9 @@
 // what it did (exit status, standard output and error, peak memory).
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +16,10 @@ struct RunOptions {
   double timeout_s = 60;                 // then it (and its process group) is killed
   std::vector<std::pair<std::string, std::string>> env;  // set in the child
   std::vector<std::string> unset_env;                    // removed in the child
+  // Called in this process once the child started, with its pid, before
+  // waiting for it: to signal it at a chosen moment. It must return (the
+  // time bound counts from the start, so it must return well before it).
+  std::function<void(pid_t)> while_running;
 };
 
 struct RunResult {
@@ -69,6 +76,9 @@ double summary_memory_estimate(const std::string& out);
 // True when every byte is printable ASCII or part of a UTF-8 character a
 // terminal shows without acting on it (no C0 or C1 control, no DEL).
 bool terminal_safe(const std::string& s);
+
+// The names in a directory, sorted (a temporary file left behind shows here).
+std::vector<std::string> names_in(const std::string& dir);
 
 // lstat succeeds: something (a file, a link, a FIFO) is there.
 bool path_exists(const std::string& path);
