@@ -44,9 +44,7 @@ function(moonep_add_mpi_test name maxnp)
 endfunction()
 
 moonep_add_mpi_test(test_mpi_world 4 test_mpi_world.cpp)
-if(EXISTS ${PROJECT_SOURCE_DIR}/include/moonep/planner.hpp)
-  moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
-endif()
+moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
 
 # Open MPI on one node backs MPI_Win_allocate windows with shared memory
 # (osc rdma over vader); forcing osc pt2pt sends every MPI_Put as a message,
@@ -72,11 +70,7 @@ endif()
 # CLI test runner and plan checker of the io tests (unit_tests/cli).
 set(_moonep_cli_runner ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_cli_case.cmake)
 set(_checker moonep_check_plan_file)
-if(NOT TARGET ${_checker})
-  set(_checker check_plan_file)  # its name in the first io commits
-endif()
-if(TARGET moonep-plan AND TARGET ${_checker} AND EXISTS ${_moonep_cli_runner}
-   AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/world_mpi.cpp)
+if(TARGET moonep-plan AND TARGET ${_checker})
   set(_problems ${CMAKE_CURRENT_SOURCE_DIR}/cli/problems)
   set(_work ${CMAKE_CURRENT_BINARY_DIR}/mpi_cli_work)
   # moonep_mpi_cli_test(NAME NP WORLD ARGS a|b|c [run_cli_case keys...]):

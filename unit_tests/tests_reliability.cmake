@@ -32,7 +32,7 @@ if(MoonEP_HAVE_MPI AND COMMAND moonep_add_mpi_test)
 endif()
 # moonep-plan under mpirun, started differently per process (MPMD command
 # lines). Open MPI only: it uses --oversubscribe, -q and -x.
-if(MoonEP_HAVE_MPI AND MPIEXEC_EXECUTABLE AND EXISTS ${PROJECT_SOURCE_DIR}/src/tools/world_mpi.cpp)
+if(MoonEP_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _rel_mpiexec_version
                   ERROR_QUIET TIMEOUT 20)
   if(_rel_mpiexec_version MATCHES "Open MPI|OpenRTE")
