@@ -59,8 +59,16 @@ step unit_tests 240 "$HERE/bin/test_cuda_planner" --durations yes
 step gpu_world 240 "$HERE/bin/test_gpu_world" --durations yes
 backtrace_if_crashed gpu_world "$HERE/bin/test_gpu_world"
 
+# The CUDA layer (dispatch and combine of virtual ranks) against the
+# reference, and its soak: 1e5 graph replays of plan + dispatch + combine.
+if [ -x "$HERE/bin/test_cuda_layer" ]; then
+  step cuda_layer 300 "$HERE/bin/test_cuda_layer" --durations yes
+  step cuda_layer_soak 400 "$HERE/bin/test_cuda_layer" "[soak]" --durations yes
+fi
 if [ -n "$SAN" ]; then
   for tool in memcheck racecheck synccheck; do
+    [ -x "$HERE/bin/test_cuda_layer" ] && step "layer_$tool" 120 "$SAN" --tool "$tool" --error-exitcode 9 \
+      "$HERE/bin/test_cuda_layer" "[sanitize]"
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
     # The GPU world's R launches must run at once to meet: if the tool
@@ -114,6 +122,7 @@ if [ -x "$HERE/mpi/bin/moonep-plan" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
 fi
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
+[ -x "$HERE/bin/moonep_gpu_layer_bench" ] && step layer_benchmark 120 "$HERE/bin/moonep_gpu_layer_bench"
 if [ -x "$HERE/bin/moonep-plan" ]; then
   # The default backend on a GPU machine is cuda; its summary must balance.
   step moonep-plan 60 "$HERE/bin/moonep-plan" --steps 50

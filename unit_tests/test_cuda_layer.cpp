@@ -24,6 +24,7 @@
 #include "moonep/reference.hpp"
 #include "support/cuda_test_support.hpp"
 #include "support/ragged_steps.hpp"
+#include "support/soak_problem.hpp"
 
 namespace {
 
@@ -194,4 +195,83 @@ TEST_CASE("cuda layer: H < 1 is refused", "[cuda_layer]") {
   VirtualRankPlanner planner(Config{2, 4, 2, 4, 2, 2});
   REQUIRE_THROWS_WITH(VirtualRankLayer(planner, 0, Element::f32),
                       "moonep::cuda::VirtualRankLayer: H must be at least 1, got 0");
+}
+
+// The soak of issue 35: 10^5 steps replayed in one CUDA graph (new routing
+// and rows each step, made on the device; plan + dispatch + combine), every
+// 1000th checked against the reference, device memory flat. Hidden from
+// the default run ([.]): gpu_checks.sh runs it by its tag.
+TEST_CASE("cuda layer soak: 1e5 graph replays of plan + dispatch + combine", "[.][soak]") {
+  const Config c{8, 64, 4, 512, 8, 8};
+  const int H = 256, steps = 100000, every = 1000;
+  const std::int64_t R = c.ranks, S = c.tokens, K = c.topk, NvS = c.slots();
+  VirtualRankPlanner planner(c);
+  std::vector<std::int32_t*> routing(R);
+  for (auto& p : routing) cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), S * K * 4));
+  std::int32_t** d_routing_table = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&d_routing_table), R * sizeof(void*)));
+  cuda_ok(cudaMemcpy(d_routing_table, routing.data(), R * sizeof(void*), cudaMemcpyHostToDevice));
+  unsigned* d_step = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&d_step), sizeof(unsigned)));
+  cuda_ok(cudaMemset(d_step, 0, sizeof(unsigned)));
+  DeviceArray<float> x(std::vector<float>(static_cast<std::size_t>(R * S * H))),
+      w(std::vector<float>(static_cast<std::size_t>(R * S * K))),
+      recv(std::vector<float>(static_cast<std::size_t>(R * NvS * H))),
+      recv_w(std::vector<float>(static_cast<std::size_t>(R * NvS))),
+      out(std::vector<float>(static_cast<std::size_t>(R * S * H)));
+  VirtualRankLayer layer(planner, H, Element::f32);
+  cudaStream_t stream;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::int32_t* const* rp = routing.data();
+  cudaGraph_t graph;
+  cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  moonep::test::enqueue_next_problem(d_step, c, H, d_routing_table, x.p, w.p, stream);
+  planner.plan(rp, nullptr, stream);
+  layer.dispatch(x.p, w.p, recv.p, recv_w.p, stream);
+  layer.combine(recv.p, recv_w.p, out.p, stream);  // identity experts: y = recv
+  moonep::test::enqueue_count_step(d_step, stream);
+  cuda_ok(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  cuda_ok(cudaGraphInstantiate(&exec, graph, 0));
+  std::size_t free_before = 0, total = 0, free_after = 0;
+  int checked = 0;
+  for (int step = 0; step < steps; ++step) {
+    cuda_ok(cudaGraphLaunch(exec, stream));
+    if (step == 0) {
+      cuda_ok(cudaStreamSynchronize(stream));
+      cuda_ok(cudaMemGetInfo(&free_before, &total));
+    }
+    if ((step + 1) % every != 0) continue;
+    planner.check(stream);  // waits; the kernel found no bad input
+    // The step's problem, as the device made it, through the reference.
+    Routing r(R, std::vector<std::int32_t>(static_cast<std::size_t>(S * K)));
+    for (int q = 0; q < R; ++q) cuda_ok(cudaMemcpy(r[q].data(), routing[q], S * K * 4, cudaMemcpyDeviceToHost));
+    const moonep::HostPlan plan = moonep::plan_reference(c, r);
+    const std::vector<float> xs = x.get(), ws = w.get(), got = out.get();
+    PerRank<float> xr(R), wr(R), recv_ref(R, std::vector<float>(static_cast<std::size_t>(NvS * H))),
+        out_ref(R, std::vector<float>(static_cast<std::size_t>(S * H)));
+    PerRank<float> recv_w_ref(R, std::vector<float>(static_cast<std::size_t>(NvS)));
+    for (int q = 0; q < R; ++q) {
+      xr[q].assign(xs.begin() + q * S * H, xs.begin() + (q + 1) * S * H);
+      wr[q].assign(ws.begin() + q * S * K, ws.begin() + (q + 1) * S * K);
+    }
+    moonep::dispatch_reference<float>(plan, H, xr, wr, recv_ref, recv_w_ref);
+    moonep::combine_reference<float>(plan, H, recv_ref, &wr, out_ref);
+    const std::vector<float> want = flat(out_ref);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) wrong += same_bits(got[i], want[i]) ? 0 : 1;
+    INFO("step " << step);
+    REQUIRE(wrong == 0);
+    ++checked;
+  }
+  cuda_ok(cudaStreamSynchronize(stream));
+  cuda_ok(cudaMemGetInfo(&free_after, &total));
+  CHECK(checked == steps / every);
+  CHECK(free_after == free_before);  // nothing allocated per step
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(d_step);
+  cudaFree(d_routing_table);
+  for (auto* p : routing) cudaFree(p);
 }

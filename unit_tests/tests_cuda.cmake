@@ -16,7 +16,7 @@ if(MoonEP_HAVE_CUDA)
   endfunction()
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
   moonep_add_cuda_test(test_gpu_world test_gpu_world.cpp)
-  moonep_add_cuda_test(test_cuda_layer test_cuda_layer.cpp)
+  moonep_add_cuda_test(test_cuda_layer test_cuda_layer.cpp support/soak_problem.cu)
   # Planner<Kokkos::Cuda> itself (both paths) is tested by the
   # test_portable_* binaries of a build against a CUDA-enabled Kokkos; over
   # a GPU world (moonep::OnGpuWorld) by test_gpu_world_planner, in such a

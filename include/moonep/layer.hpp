@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "moonep/error.hpp"
+#include "moonep/impl/exact_arith.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/planner.hpp"
 
@@ -143,7 +144,8 @@ class InProcessLayer {
       over_entries("moonep::layer::combine_backward_weights", plan.ranks[r], 1,
                    KOKKOS_LAMBDA(std::int64_t i, std::int64_t, std::int64_t d, std::int64_t loff, bool) {
                      accum_type dot = 0;
-                     for (std::int64_t h = 0; h < H; ++h) dot += accum_type(grad_out(r, i / K, h)) * accum_type(y(d, loff, h));
+                     for (std::int64_t h = 0; h < H; ++h)
+                       dot += impl::product_rn(accum_type(grad_out(r, i / K, h)), accum_type(y(d, loff, h)));
                      grad_w(r, i / K, i % K) = dot;
                    });
   }

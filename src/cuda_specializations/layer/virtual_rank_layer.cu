@@ -43,6 +43,7 @@ __device__ __forceinline__ void copy_row(const LayerParams& p, const char* from,
     const int4* f = reinterpret_cast<const int4*>(from);
     int4* t = reinterpret_cast<int4*>(to);
     const i64 n = p.row_bytes / 16;
+#pragma unroll 4
     for (i64 j = lane; j < n; j += 32) t[j] = __ldg(f + j);
   } else {
     for (i64 j = lane; j < p.row_bytes; j += 32) to[j] = from[j];
@@ -186,12 +187,18 @@ __global__ void combine_prologue(LayerParams p, const T* y, const typename Arith
 // Combine, 2: a warp per token t < s_r of every rank: its primaries' rows
 // in increasing k (the partial row where the primary has duplicates: a
 // later entry of the token names the same destination rank), rounded once.
+// Lane k first reads entry k's code and weight into the warp's shared
+// slots; then each lane sums V consecutive elements (one 16-byte piece of
+// T) per step where rows allow, one element otherwise.
 template <class T>
 __global__ void combine_sum(LayerParams p, const T* y, const typename Arith<T>::A* recv_w,
                             const typename Arith<T>::A* partial, T* out) {
   using M = Arith<T>;
   using A = typename M::A;
-  const int lane = threadIdx.x & 31;
+  constexpr int V = 16 / sizeof(T);
+  __shared__ std::int32_t s_code[kWarpsPerBlock][32];
+  __shared__ A s_w[kWarpsPerBlock][32];
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
   const i64 warp = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const i64 warps = (static_cast<i64>(gridDim.x) * blockDim.x) >> 5;
   const i64 slots = static_cast<i64>(p.R) * p.NvS, N = static_cast<i64>(p.S) * p.K;
@@ -199,36 +206,74 @@ __global__ void combine_sum(LayerParams p, const T* y, const typename Arith<T>::
     const int r = static_cast<int>(u / p.S);
     const i64 t = u % p.S;
     const i64 n_r = *field(p.plan.entries, p, r);
-    if (t * p.K >= n_r || n_r > N) continue;
+    if (t * p.K >= n_r || n_r > N) continue;  // the same for the whole warp
     const std::int32_t* dst = field(p.plan.dst, p, r) + t * p.K;
-    // Which primaries have duplicates (K <= 32: one bit each; larger K
-    // reads the codes again per primary).
-    for (i64 h0 = 0; h0 < p.H; h0 += 32) {
-      const i64 h = h0 + lane;
-      if (h >= p.H) break;
-      A acc = A(0);
-      bool first = true;
-      for (int k = 0; k < p.K; ++k) {
-        const std::int32_t code = dst[k];
-        if (code < 0 || code >= slots) continue;  // a duplicate: inside its primary's partial row
-        const i64 d = code / p.NvS;
-        bool dups = false;
-        for (int k2 = k + 1; k2 < p.K && !dups; ++k2) {
-          const std::int32_t c2 = dst[k2];
-          dups = c2 < 0 && (-static_cast<i64>(c2) - 1) / p.NvS == d;
-        }
-        A v;
-        if (dups) {
-          v = partial[code * p.H + h];
-        } else {
-          const A yv = M::load(y, code * p.H + h);
-          v = recv_w ? M::mul(recv_w[code], yv) : yv;
-        }
-        acc = first ? v : M::add(acc, v);
-        first = false;
-      }
-      M::store(out, (static_cast<i64>(r) * p.S + t) * p.H + h, acc);
+    const std::int32_t code = lane < p.K ? dst[lane] : -1;
+    const bool primary = code >= 0 && code < slots;
+    const i64 d = primary ? code / p.NvS : -1;
+    bool dups = false;
+    for (int k2 = lane + 1; k2 < p.K; ++k2) {
+      const std::int32_t c2 = dst[k2];
+      dups = dups || (c2 < 0 && (-static_cast<i64>(c2) - 1) / p.NvS == d);
     }
+    const unsigned primaries = __ballot_sync(0xffffffffu, primary);
+    const unsigned with_dups = __ballot_sync(0xffffffffu, primary && dups);
+    s_code[wib][lane] = code;
+    s_w[wib][lane] = primary && recv_w ? recv_w[code] : A(1);
+    __syncwarp();
+    T* o = out + (static_cast<i64>(r) * p.S + t) * p.H;
+    if (p.vec16) {
+      for (i64 h0 = static_cast<i64>(lane) * V; h0 < p.H; h0 += 32 * V) {
+        A acc[V];
+        bool first = true;
+        for (unsigned m = primaries; m; m &= m - 1) {
+          const int k = __ffs(m) - 1;
+          const i64 c = s_code[wib][k];
+          A v[V];
+          if ((with_dups >> k) & 1u) {
+#pragma unroll
+            for (int j = 0; j < V; ++j) v[j] = partial[c * p.H + h0 + j];
+          } else {
+            T piece[V];
+            *reinterpret_cast<int4*>(piece) = __ldg(reinterpret_cast<const int4*>(y + c * p.H + h0));
+            const A wk = s_w[wib][k];
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+              const A yv = M::load(piece, j);
+              v[j] = recv_w ? M::mul(wk, yv) : yv;
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] = first ? v[j] : M::add(acc[j], v[j]);
+          first = false;
+        }
+        if (first) continue;  // no primary in range: nothing to write (never for a planned token)
+        T piece[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) M::store(piece, j, acc[j]);
+        *reinterpret_cast<int4*>(o + h0) = *reinterpret_cast<const int4*>(piece);
+      }
+    } else {
+      for (i64 h = lane; h < p.H; h += 32) {
+        A acc = A(0);
+        bool first = true;
+        for (unsigned m = primaries; m; m &= m - 1) {
+          const int k = __ffs(m) - 1;
+          const i64 c = s_code[wib][k];
+          A v;
+          if ((with_dups >> k) & 1u) {
+            v = partial[c * p.H + h];
+          } else {
+            const A yv = M::load(y, c * p.H + h);
+            v = recv_w ? M::mul(s_w[wib][k], yv) : yv;
+          }
+          acc = first ? v : M::add(acc, v);
+          first = false;
+        }
+        if (!first) M::store(o, h, acc);
+      }
+    }
+    __syncwarp();  // the shared slots are rewritten by the warp's next token
   }
 }
 
@@ -322,10 +367,13 @@ void launch_combine(const LayerParams& p, void* partial, const void* y, const vo
 
 void VirtualRankLayer::combine(const void* y, const void* recv_w, void* out, cudaStream_t stream) const {
   if (!y || !out) throw InputError("moonep::cuda::VirtualRankLayer::combine: a buffer is null");
+  LayerParams p = s_->p;
+  const auto aligned = [](const void* v) { return (reinterpret_cast<std::uintptr_t>(v) & 15u) == 0; };
+  p.vec16 = p.row_bytes % 16 == 0 && aligned(y) && aligned(out);
   switch (s_->type) {
-    case Element::f32: launch_combine<float>(s_->p, s_->partial.ptr, y, recv_w, out, stream); break;
-    case Element::f64: launch_combine<double>(s_->p, s_->partial.ptr, y, recv_w, out, stream); break;
-    case Element::bf16: launch_combine<__nv_bfloat16>(s_->p, s_->partial.ptr, y, recv_w, out, stream); break;
+    case Element::f32: launch_combine<float>(p, s_->partial.ptr, y, recv_w, out, stream); break;
+    case Element::f64: launch_combine<double>(p, s_->partial.ptr, y, recv_w, out, stream); break;
+    case Element::bf16: launch_combine<__nv_bfloat16>(p, s_->partial.ptr, y, recv_w, out, stream); break;
   }
   impl::check_cuda(cudaGetLastError(), "launching the combine kernels");
 }
