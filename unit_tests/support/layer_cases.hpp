@@ -74,6 +74,21 @@ inline Step one_rank_step(const Config& c, std::uint64_t seed) {
   return make_step(c, routing);
 }
 
+// R = 4, one expert per rank, every entry names expert 0: ranks 1-3 take
+// rank 0's surplus and each copies expert 0 (reduce's order shows).
+inline Step copy_everywhere_step() {
+  const Config c{4, 4, 2, 3, 1, 1};
+  return make_step(c, Routing(4, std::vector<std::int32_t>(6, 0)));
+}
+
+// A plan that cannot run: R = 2, epn = 3, B = 1: rank 0's experts 0, 1, 2
+// hold 6, 5 and 5 of the 16 entries, so rank 1 takes 6 of expert 0 and 2 of
+// expert 1, and can copy only expert 0 ("rank 1 would run expert 1 ...").
+inline Step uncopied_remote_step() {
+  const Config c{2, 6, 2, 4, 1, 1};
+  return make_step(c, Routing{{0, 1, 0, 2, 0, 1, 2, 2}, {0, 1, 0, 2, 0, 1, 1, 2}});
+}
+
 constexpr double kSentinel = 7.75;  // what an "untouched" buffer holds
 
 // The steps every forward and backward test runs on.
