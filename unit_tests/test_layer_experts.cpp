@@ -20,13 +20,6 @@ using moonep::bf16;
 
 constexpr int kHidden = 4, kOut = 3;
 
-Experts make_experts(const Config& c, Values values) {
-  Experts ex{kHidden, kOut, {}};
-  Draw draw(values, 5);
-  for (int i = 0; i < c.experts * kHidden * kOut; ++i) ex.m.push_back(draw.row_value());
-  return ex;
-}
-
 // Rank d's parameters for group g (docs/spec/layer.md "Expert copies"):
 // its own expert's P_d[g mod epn], or copy slot g - E.
 template <class T>
@@ -59,7 +52,7 @@ void linear_layer_case(const std::string& name, const Step& s, Values values) {
   INFO(name);
   const Config& c = s.c;
   const std::int64_t nvs = c.slots(), q = kHidden * kOut;
-  const Experts ex = make_experts(c, values);
+  const Experts ex = draw_experts(c, kHidden, kOut, values);
   const PerRank<T> own = owner_parameters<T>(c, ex);
   PerRank<T> copies = filled<T>(c, c.copy_slots * q, kSentinel);
   moonep::fetch_reference(s.plan, q, own, copies);
