@@ -82,14 +82,14 @@ class InProcessMoeLayer {
     if (hidden_out < 1)
       throw InputError("InProcessMoeLayer: H' must be at least 1, got " + std::to_string(hidden_out));
     const std::int64_t R = config.ranks, nvs = config.slots(), B = config.copy_slots, Q = params();
-    auto uninit = [](const char* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
-    recv_ = rows_view(uninit("moonep::moe::recv"), R, nvs, hidden);
-    recv_w_ = typename rows::slot_weights_view(uninit("moonep::moe::recv_w"), R, nvs);
-    y_ = rows_view(uninit("moonep::moe::y"), R, nvs, hidden_out);
-    grad_y_ = rows_view(uninit("moonep::moe::grad_y"), R, nvs, hidden_out);
-    grad_recv_ = rows_view(uninit("moonep::moe::grad_recv"), R, nvs, hidden);
-    copies_buf_ = params_view(uninit("moonep::moe::copies"), R, B, Q);
-    grad_copies_ = params_view(uninit("moonep::moe::grad_copies"), R, B, Q);
+    // Zeroed once: slots no step writes (undefined) read as 0 in recv().
+    recv_ = rows_view("moonep::moe::recv", R, nvs, hidden);
+    recv_w_ = typename rows::slot_weights_view("moonep::moe::recv_w", R, nvs);
+    y_ = rows_view("moonep::moe::y", R, nvs, hidden_out);
+    grad_y_ = rows_view("moonep::moe::grad_y", R, nvs, hidden_out);
+    grad_recv_ = rows_view("moonep::moe::grad_recv", R, nvs, hidden);
+    copies_buf_ = params_view("moonep::moe::copies", R, B, Q);
+    grad_copies_ = params_view("moonep::moe::grad_copies", R, B, Q);
     cu_host_.resize(static_cast<std::size_t>(R * config.groups()));
   }
 
@@ -137,7 +137,7 @@ class InProcessMoeLayer {
     copies_.reduce(plan, grad_copies_, grad_experts);
   }
 
-  // The step's buffers (valid after forward; undefined slots hold anything).
+  // The step's buffers (valid after forward; undefined slots 0).
   const rows_view& recv() const { return recv_; }
   const rows_view& y() const { return y_; }
   const params_view& copies() const { return copies_buf_; }
