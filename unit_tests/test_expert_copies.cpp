@@ -14,7 +14,6 @@
 #include "moonep/expert_copies.hpp"
 #include "support/layer_cases.hpp"
 #include "support/layer_views.hpp"
-#include "test_portable_support.hpp"
 
 using namespace layer_test;
 
@@ -31,10 +30,7 @@ void copies_case(const std::string& name, const Step& s) {
   const int epn = c.experts_per_rank(), B = c.copy_slots;
   moonep::InProcessWorld<Mem> world(c.ranks);
   P planner(c, world);
-  const bool ragged = s.plan.tokens_per_rank.has_value();
-  REQUIRE(moonep::plan_difference(moonep::test::plan_with(planner, s.routing, nullptr,
-                                                          ragged ? &*s.plan.tokens_per_rank : nullptr),
-                                  s.plan) == "");
+  REQUIRE(plan_step(planner, s) == "");
   Draw draw(Values::random, 17);
   const std::vector<std::int32_t> all_e(c.ranks, epn), all_b(c.ranks, B);
   const PerRank<T> own = rows_of<T>(c, epn, kParams, all_e, draw);
@@ -76,7 +72,7 @@ TEMPLATE_LIST_TEST_CASE("the portable reduce adds in increasing rank, then slot"
   const Step s = copy_everywhere_step();
   moonep::InProcessWorld<Mem> world(4);
   TestType planner(s.c, world);
-  REQUIRE(moonep::plan_difference(moonep::test::plan_with(planner, s.routing), s.plan) == "");
+  REQUIRE(plan_step(planner, s) == "");
   // gP = 1, copies of expert 0 on ranks 1, 2, 3: 2^24, -2^24, 0. In
   // increasing d (1 + 2^24) rounds to 2^24, then 0, then 0; decreasing d
   // would give 1. Experts 1-3 have no copies and keep their bits.
@@ -96,9 +92,9 @@ TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce refuse a remote expert wi
   const Config& c = s.c;
   moonep::InProcessWorld<Mem> world(c.ranks);
   TestType planner(c, world);
-  REQUIRE(moonep::plan_difference(moonep::test::plan_with(planner, s.routing), s.plan) == "");
-  PerRank<float> own_host = filled<float>(c, 3, 1), copies_host = filled<float>(c, 1, 9);
-  const std::string want = input_error([&] { moonep::fetch_reference(s.plan, 1, own_host, copies_host); });
+  REQUIRE(plan_step(planner, s) == "");
+  const PerRank<float> own_host = filled<float>(c, 3, 1), copies_host = filled<float>(c, 1, 9);
+  const std::string want = uncopied_remote_error();
   REQUIRE(want.find("rank 1 would run expert 1 ") != std::string::npos);
   moonep::InProcessExpertCopies<float, Exec> ops(c, 1);
   const auto own = to_view<float, Mem>(own_host, 3, 1);

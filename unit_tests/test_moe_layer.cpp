@@ -19,7 +19,6 @@
 #include "moonep/moe_layer.hpp"
 #include "support/layer_cases.hpp"
 #include "support/layer_views.hpp"
-#include "test_portable_support.hpp"
 
 using namespace layer_test;
 
@@ -44,10 +43,7 @@ void moe_case(const std::string& name, const Step& s, Values values, moonep::Gem
   const int epn = c.experts_per_rank(), q = kHidden * kOut;
   moonep::InProcessWorld<Mem> world(c.ranks);
   P planner(c, world);
-  const bool ragged = s.plan.tokens_per_rank.has_value();
-  REQUIRE(moonep::plan_difference(moonep::test::plan_with(planner, s.routing, nullptr,
-                                                          ragged ? &*s.plan.tokens_per_rank : nullptr),
-                                  s.plan) == "");
+  REQUIRE(plan_step(planner, s) == "");
   moonep::InProcessMoeLayer<T, Exec> layer(c, kHidden, kOut, kind);
   INFO(name << (values == Values::exact ? ", exact data, " : ", random data, ") << layer.gemm_name() << " GEMM");
   const Experts ex = draw_experts(c, kHidden, kOut, values);
@@ -118,9 +114,9 @@ TEMPLATE_LIST_TEST_CASE("the linear layer refuses a plan it cannot run and views
   const Config& c = s.c;
   moonep::InProcessWorld<Mem> world(c.ranks);
   TestType planner(c, world);
-  REQUIRE(moonep::plan_difference(moonep::test::plan_with(planner, s.routing), s.plan) == "");
-  PerRank<float> own = filled<float>(c, 3, 1), copies = filled<float>(c, 1, 9);
-  const std::string want = input_error([&] { moonep::fetch_reference(s.plan, 1, own, copies); });
+  REQUIRE(plan_step(planner, s) == "");
+  const PerRank<float> own = filled<float>(c, 3, 1);
+  const std::string want = uncopied_remote_error();
   REQUIRE(want.find("rank 1 would run expert 1 ") != std::string::npos);
 
   moonep::InProcessMoeLayer<float, Exec> layer(c, 1, 1);

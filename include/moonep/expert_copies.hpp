@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "moonep/error.hpp"
+#include "moonep/impl/in_process_plan_check.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/planner.hpp"
 
@@ -123,19 +124,7 @@ class InProcessExpertCopies {
   // expert that is not copied.
   void check(const char* op, const plan_type& plan, const char* own_name, const const_params_view& own,
              const char* copies_name, const const_params_view& copies) const {
-    const Config& c = plan.config;
-    const bool same = c.ranks == config_.ranks && c.experts == config_.experts && c.topk == config_.topk &&
-                      c.tokens == config_.tokens && c.copy_slots == config_.copy_slots &&
-                      c.token_padding == config_.token_padding;
-    if (!same)
-      throw InputError(std::string(op) + ": the plan is of " + describe(c) + ", the copies of " + describe(config_));
-    if (plan.ranks.size() != static_cast<std::size_t>(config_.ranks))
-      throw InputError(std::string(op) + ": the plan holds " + std::to_string(plan.ranks.size()) +
-                       " ranks; the in-process copies need all " + std::to_string(config_.ranks));
-    for (int r = 0; r < config_.ranks; ++r)
-      if (plan.ranks[r].rank != r)
-        throw InputError(std::string(op) + ": plan rank " + std::to_string(r) + " is not a planned rank " +
-                         std::to_string(r) + " (use the plan of a Planner over an InProcessWorld)");
+    impl::check_in_process_plan(plan, config_, op);
     check_extents(op, own_name, own, config_.experts_per_rank(), "epn");
     check_extents(op, copies_name, copies, config_.copy_slots, "B");
     check_runnable(plan);

@@ -106,7 +106,7 @@ class InProcessMoeLayer {
   void forward(const plan_type& plan, const const_rows_view& x, const weights_view& w,
                const const_params_view& experts, const rows_view& out) {
     check_rows("forward", "out", out, config_.tokens, hidden_out_);
-    read_groups(plan);
+    read_groups(plan, "forward");
     copies_.fetch(plan, experts, copies_buf_);  // checks the plan (runnable) and P first
     in_.dispatch(plan, x, w, recv_, recv_w_);   // checks x, w
     run_gemms(experts, Pass::forward);
@@ -127,7 +127,7 @@ class InProcessMoeLayer {
     if (grad_w.extent(0) != std::size_t(config_.ranks) || grad_w.extent(1) != std::size_t(config_.tokens) ||
         grad_w.extent(2) != std::size_t(config_.topk))
       throw InputError("backward: grad_w is not [R][S][K]");
-    read_groups(plan);
+    read_groups(plan, "backward");
     copies_.check_runnable(plan);
     out_.combine_backward(plan, grad_out, y_, recv_w_, grad_y_, grad_w);
     Kokkos::deep_copy(exec_, grad_experts, T(0));
@@ -213,12 +213,10 @@ class InProcessMoeLayer {
  private:
   static std::int64_t clip(std::int64_t v, std::int64_t nvs) { return v < 0 ? 0 : v > nvs ? nvs : v; }
 
-  // Every rank's cu_seqlens into cu_host_ (waits for the plan).
-  void read_groups(const plan_type& plan) {
-    if (plan.ranks.size() != std::size_t(config_.ranks) || plan.config.groups() != config_.groups())
-      throw InputError("the plan holds " + std::to_string(plan.ranks.size()) + " ranks of " + describe(plan.config) +
-                       "; the in-process layer needs all " + std::to_string(config_.ranks) + " of " +
-                       describe(config_));
+  // Every rank's cu_seqlens into cu_host_ (waits for the plan), after
+  // checking that the plan is of this configuration and world.
+  void read_groups(const plan_type& plan, const char* op) {
+    impl::check_in_process_plan(plan, config_, op);
     const std::size_t G = static_cast<std::size_t>(config_.groups());
     for (int d = 0; d < config_.ranks; ++d)
       Kokkos::deep_copy(

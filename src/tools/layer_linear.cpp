@@ -34,8 +34,10 @@ Group group_of(const HostPlan& plan, int d, int g, std::int64_t q) {
   return {g == 0 ? 0 : cu[g - 1], cu[g], (own ? g % c.experts_per_rank() : g - c.experts) * q, own};
 }
 
+}  // namespace
+
 template <class T>
-LayerResults linear(const LayerInputs& in) {
+LayerResults reference_linear_layer(const LayerInputs& in) {
   using W = weight_t<T>;
   using A = accum_t<T>;
   const Problem& problem = in.problem;
@@ -103,15 +105,8 @@ LayerResults linear(const LayerInputs& in) {
   return res;
 }
 
-}  // namespace
-
-LayerResults reference_linear_layer(const LayerInputs& in, LayerDtype dtype) {
-  switch (dtype) {
-    case LayerDtype::float64: return linear<double>(in);
-    case LayerDtype::bfloat16: return linear<bf16>(in);
-    case LayerDtype::float32: break;
-  }
-  return linear<float>(in);
-}
+template LayerResults reference_linear_layer<float>(const LayerInputs&);
+template LayerResults reference_linear_layer<double>(const LayerInputs&);
+template LayerResults reference_linear_layer<bf16>(const LayerInputs&);
 
 }  // namespace moonep::tools

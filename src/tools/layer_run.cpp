@@ -43,6 +43,7 @@ io::NpyArray read_input(const std::string& path, const char* what, Shape& want, 
 
 template <class T>
 LayerResults compute(const LayerInputs& in) {
+  if (in.experts) return reference_linear_layer<T>(in);
   using W = weight_t<T>;
   const Problem& problem = in.problem;
   const Config& c = problem.config;
@@ -109,9 +110,7 @@ void run_layer(const LayerOptions& o) {
   }
   const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g, o.experts.empty() ? nullptr : &m,
                        hidden_out};
-  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype)
-                           : in.experts                         ? reference_linear_layer(in, o.dtype)
-                                                                : reference_layer(in, o.dtype);
+  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
   struct Output {
     const std::string& path;
     const char* what;

@@ -35,7 +35,10 @@ struct LayerResults {
   std::vector<double> out, recv, grad_x, grad_w, grad_experts;
 };
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype);  // layer_run.cpp
-LayerResults reference_linear_layer(const LayerInputs& in, LayerDtype dtype);  // layer_linear.cpp
+// The reference backend's linear layer (in.experts given), T float, double
+// or bf16; reference_layer runs it (layer_linear.cpp).
+template <class T>
+LayerResults reference_linear_layer(const LayerInputs& in);
 LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype);   // layer_portable.cpp
 
 }  // namespace moonep::tools

@@ -89,6 +89,19 @@ inline Step uncopied_remote_step() {
   return make_step(c, Routing{{0, 1, 0, 2, 0, 1, 2, 2}, {0, 1, 0, 2, 0, 1, 1, 2}});
 }
 
+// The reference's refusal of uncopied_remote_step ("rank 1 would run expert
+// 1 ..."): the words every path's fetch and reduce must give.
+inline std::string uncopied_remote_error() {
+  const Step s = uncopied_remote_step();
+  PerRank<float> own(2, std::vector<float>(3)), copies(2, std::vector<float>(1));
+  try {
+    moonep::fetch_reference(s.plan, 1, own, copies);
+  } catch (const moonep::InputError& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
 constexpr double kSentinel = 7.75;  // what an "untouched" buffer holds
 
 // The steps every forward and backward test runs on.

@@ -1,6 +1,7 @@
 // Rank-major host buffers (PerRank, what the reference layer takes) as the
 // [R][n][m] Kokkos views the portable layer takes, and back: for the tests
-// that hold a portable path to the reference.
+// that hold a portable path to the reference; and a step planned by a
+// portable planner.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -8,6 +9,8 @@
 #include <cstdint>
 
 #include "moonep/layer_reference.hpp"
+#include "support/layer_cases.hpp"
+#include "test_portable_support.hpp"
 
 namespace layer_test {
 
@@ -33,6 +36,15 @@ moonep::PerRank<typename View::non_const_value_type> from_view(const View& v) {
         else out[r].push_back(h(r, i));
       }
   return out;
+}
+
+// Plans the step with a portable planner (ragged when the step is): "" when
+// its plan is the reference plan the step holds, else the first difference.
+template <class P>
+std::string plan_step(P& planner, const Step& s) {
+  const bool ragged = s.plan.tokens_per_rank.has_value();
+  return moonep::plan_difference(
+      moonep::test::plan_with(planner, s.routing, nullptr, ragged ? &*s.plan.tokens_per_rank : nullptr), s.plan);
 }
 
 }  // namespace layer_test
