@@ -20,13 +20,6 @@ using moonep::bf16;
 
 constexpr int kHidden = 4, kOut = 3;
 
-Experts make_experts(const Config& c, Values values) {
-  Experts ex{kHidden, kOut, {}};
-  Draw draw(values, 5);
-  for (int i = 0; i < c.experts * kHidden * kOut; ++i) ex.m.push_back(draw.row_value());
-  return ex;
-}
-
 // Rank d's parameters for group g (docs/spec/layer.md "Expert copies"):
 // its own expert's P_d[g mod epn], or copy slot g - E.
 template <class T>
@@ -53,20 +46,13 @@ PerRank<T> run_experts(const Step& s, const PerRank<T>& recv, const PerRank<T>& 
   return y;
 }
 
-Step copy_everywhere_step() {
-  // R = 4, one expert per rank, every entry names expert 0: ranks 1-3 take
-  // rank 0's surplus and each copies expert 0.
-  const Config c{4, 4, 2, 3, 1, 1};
-  return make_step(c, Routing(4, std::vector<std::int32_t>(6, 0)));
-}
-
 template <class T>
 void linear_layer_case(const std::string& name, const Step& s, Values values) {
   using W = moonep::weight_t<T>;
   INFO(name);
   const Config& c = s.c;
   const std::int64_t nvs = c.slots(), q = kHidden * kOut;
-  const Experts ex = make_experts(c, values);
+  const Experts ex = draw_experts(c, kHidden, kOut, values);
   const PerRank<T> own = owner_parameters<T>(c, ex);
   PerRank<T> copies = filled<T>(c, c.copy_slots * q, kSentinel);
   moonep::fetch_reference(s.plan, q, own, copies);
@@ -181,11 +167,8 @@ TEST_CASE("fetch leaves unused copy slots untouched and copies bits (bf16)") {
 }
 
 TEST_CASE("a remote expert without a copy slot is refused, naming rank and expert") {
-  // R = 2, epn = 3, B = 1: rank 0's experts 0, 1, 2 hold 6, 5 and 5 of the
-  // 16 entries, so rank 1 takes 6 of expert 0 and 2 of expert 1, and can
-  // copy only expert 0.
-  const Config c{2, 6, 2, 4, 1, 1};
-  const Step s = make_step(c, Routing{{0, 1, 0, 2, 0, 1, 2, 2}, {0, 1, 0, 2, 0, 1, 1, 2}});
+  const Step s = uncopied_remote_step();
+  const Config& c = s.c;
   REQUIRE(s.plan.ranks[0].experts_to_copy[1] == 0);
   PerRank<float> own = filled<float>(c, 3, 1), copies = filled<float>(c, 1, 9);
   const std::string text = input_error([&] { moonep::fetch_reference(s.plan, 1, own, copies); });

@@ -11,6 +11,7 @@
 
 #include "moonep/layer.hpp"
 #include "support/layer_cases.hpp"
+#include "support/layer_views.hpp"
 #include "test_portable_support.hpp"
 
 using namespace layer_test;
@@ -18,29 +19,6 @@ using namespace layer_test;
 namespace {
 
 constexpr int kHidden = 3;
-
-// Rank-major host buffers as a [R][n][m] view of MemorySpace, and back.
-template <class V, class Mem>
-Kokkos::View<V***, Kokkos::LayoutRight, Mem> to_view(const PerRank<V>& host, std::int64_t n, std::int64_t m) {
-  Kokkos::View<V***, Kokkos::LayoutRight, Mem> v("test_rows", host.size(), n, m);
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t r = 0; r < host.size(); ++r)
-    for (std::int64_t i = 0; i < n * m; ++i) h(r, i / m, i % m) = host[r][i];
-  Kokkos::deep_copy(v, h);
-  return v;
-}
-template <class View>
-PerRank<typename View::non_const_value_type> from_view(const View& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  PerRank<typename View::non_const_value_type> out(v.extent(0));
-  for (std::size_t r = 0; r < v.extent(0); ++r)
-    for (std::size_t i = 0; i < v.extent(1); ++i)
-      for (std::size_t j = 0; j < (View::rank == 3 ? v.extent(2) : 1); ++j) {
-        if constexpr (View::rank == 3) out[r].push_back(h(r, i, j));
-        else out[r].push_back(h(r, i));
-      }
-  return out;
-}
 
 template <class T, class P>
 void portable_case(const std::string& name, const Step& s, Values values) {

@@ -1,14 +1,14 @@
-// An MoE layer's expert step driven by a MoonEP plan, on R virtual ranks in
-// one process:
+// A linear MoE layer on R virtual ranks in one process, driven by MoonEP:
 //
 //   routing -> plan (moonep::Planner over an InProcessWorld)
-//   -> every destination rank: receive its rows in group order (receive.hpp),
-//      fetch its copied experts' weights, one GEMM per group (expert_gemm.hpp)
-//   -> every source rank: combine its tokens' K outputs (combine.hpp)
+//   -> moonep::InProcessMoeLayer: fetch the copied experts, dispatch, one
+//      GEMM per group, combine; backward: combine's backward, the GEMMs'
+//      backward, dispatch's backward, reduce the copies' gradients
 //
 // and the same layer computed directly (direct_layer.hpp). Prints a short
-// report and exits 1 when the two differ by more than 1e-12 (relative to the
-// largest output), so CTest fails on a wrong plan or a wrong use of it.
+// report and exits 1 when out, gX, gw or any expert's gradient differs from
+// the direct layer by more than 1e-12 (relative to the largest value), so
+// CTest fails on a wrong plan or a wrong use of it.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -16,34 +16,27 @@
 #include <cstdio>
 #include <vector>
 
+#include <moonep/moe_layer.hpp>
 #include <moonep/moonep.hpp>
 
-#include "combine.hpp"
 #include "direct_layer.hpp"
-#include "expert_gemm.hpp"
 #include "moe_data.hpp"
-#include "receive.hpp"
 
 namespace {
 
 using namespace moe;
 
-// Plain expert parallelism: entries each rank would receive (its experts'
-// totals), the "before" of the report.
-std::vector<long> plain_ep_load(const moonep::Config& c, const moonep::Routing& routing) {
-  std::vector<long> load(c.ranks, 0);
-  for (const auto& row : routing)
-    for (const std::int32_t e : row) ++load[e / c.experts_per_rank()];
-  return load;
-}
-
-double max_over_mean(const std::vector<long>& v) {
-  double sum = 0, mx = 0;
-  for (long x : v) {
-    sum += static_cast<double>(x);
-    mx = std::max(mx, static_cast<double>(x));
+// max |got - want| / max |want| (infinite for a NaN).
+template <class Got>
+double relative_error(const Got& got_view, const HostArray3& want) {
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got_view);
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::fabs(got.data()[i] - want.data()[i]);
+    err = std::isnan(diff) ? INFINITY : std::max(err, diff);
+    ref = std::max(ref, std::fabs(want.data()[i]));
   }
-  return mx / (sum / static_cast<double>(v.size()));
+  return ref > 0 ? err / ref : INFINITY;
 }
 
 int run() {
@@ -51,9 +44,10 @@ int run() {
   // rank, 2 copy slots, groups padded to 8 rows; H=32 -> H'=16, double.
   moonep::Config c;
   c.ranks = 4; c.experts = 16; c.topk = 4; c.tokens = 64; c.copy_slots = 2; c.token_padding = 8;
-  const int H = 32, Hp = 16;
+  const int H = 32, Hp = 16, epn = c.experts_per_rank();
   const moonep::Routing routing = moonep::synthetic_routing(c, /*imbalance=*/1.5, /*seed=*/3);
   const LayerData data = make_layer_data(c, H, Hp);
+  const Array3 grad_out = make_layer_data(c, Hp, Hp).x;  // any d out [R][S][H']
 
   // Plan the step.
   std::vector<moonep::Planner<Exec>::input_view> routing_views;
@@ -67,55 +61,38 @@ int run() {
   moonep::Planner<Exec> planner(c, world);
   const moonep::Plan<Mem>& plan = planner.plan(routing_views);
 
-  // Expert step on every destination rank d.
-  const std::int64_t nvs = c.slots();
-  Array3 a("A", c.ranks, nvs, H);     // receive buffers
-  Array3 y("Y", c.ranks, nvs, Hp);    // GEMM outputs
-  Array3 copies("W_copies", c.copy_slots, H, Hp);  // one rank's copy slots, reused rank after rank
-  std::printf("MoE expert step: %s, H=%d H'=%d, Kokkos %s\n", moonep::describe(c).c_str(), H, Hp, Exec::name());
-  std::printf("rank | plain EP | received  dups  padding | fetched  GEMMs | unfilled rows\n");
-  int bad_rows = 0;
-  std::vector<long> received(c.ranks, 0);
-  const std::vector<long> before = plain_ep_load(c, routing);
-  for (int d = 0; d < c.ranks; ++d) {
-    const moonep::HostRankPlan h = plan.to_host(d);  // small tables for the host-side GEMM loop
-    const auto a_d = Kokkos::subview(a, d, Kokkos::ALL, Kokkos::ALL);
-    const auto y_d = Kokkos::subview(y, d, Kokkos::ALL, Kokkos::ALL);
-    receive_rows(c, plan.ranks[d], data.x, a_d);
-    const int used = h.cu_seqlens[c.groups() - 1];
-    const int unfilled = unfilled_rows(a_d, used);
-    bad_rows += unfilled;
-    const int fetched = fetch_copies(c, d, h.experts_to_copy, data.weights, copies);
-    const GemmCount n = grouped_gemm(c, d, h.cu_seqlens, h.experts_to_copy, data.weights, copies, a_d, y_d);
-    Kokkos::fence();  // the copy slots are reused by the next rank
-    received[d] = std::count_if(h.src_info.begin(), h.src_info.end(), [](std::int32_t v) { return v >= 0; });
-    long padding = 0;
-    for (int g = 0; g < c.groups(); ++g) padding += h.zero_fill_ranges[2 * g + 1];
-    std::printf("%4d | %8ld | %8ld %5d %8ld | %7d %6d | %d%s\n", d, before[d], received[d], h.dup_counts[1],
-                padding, fetched, n.gemms, unfilled,
-                n.remote_uncopied ? "  (remote experts without a copy slot)" : "");
-  }
-  std::printf("max/mean load: %.2f before (plain EP) -> %.2f after (planned)\n", max_over_mean(before),
-              max_over_mean(received));
-
-  // Combine on every source rank, and compare with the direct layer.
-  Array3 out("out", c.ranks, c.tokens, Hp);
-  for (int r = 0; r < c.ranks; ++r) combine(c, r, plan.ranks[r], data.w, y, out);
+  // The layer, forward and backward. Rank h owns experts h*epn..: W
+  // [E][H][H'] is P [R][epn][H*H'] as it lies in memory.
+  moonep::InProcessMoeLayer<double, Exec> layer(c, H, Hp);
+  const Kokkos::View<const double***, Kokkos::LayoutRight, Mem> experts(data.weights.data(), c.ranks, epn, H * Hp);
+  Array3 out("out", c.ranks, c.tokens, Hp), gx("gX", c.ranks, c.tokens, H), gw("gw", c.ranks, c.tokens, c.topk);
+  Array3 gweights("gW", c.experts, H, Hp);
+  layer.forward(plan, data.x, data.w, experts, out);
+  layer.backward(plan, grad_out, experts, gx, gw, Array3(gweights.data(), c.ranks, epn, H * Hp));
   Kokkos::fence();
-  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
-  const HostArray3 want = direct_layer(c, routing, data);
-  double max_err = 0, max_ref = 0;
-  for (int r = 0; r < c.ranks; ++r)
-    for (int s = 0; s < c.tokens; ++s)
-      for (int o = 0; o < Hp; ++o) {
-        const double diff = std::fabs(got(r, s, o) - want(r, s, o));
-        max_err = std::isnan(diff) ? INFINITY : std::max(max_err, diff);
-        max_ref = std::max(max_ref, std::fabs(want(r, s, o)));
-      }
-  const double rel = max_err / max_ref;
-  const bool ok = rel <= 1e-12 && bad_rows == 0 && max_ref > 0;
-  std::printf("max |planned - direct| / max |direct| = %.3g (tolerance 1e-12): %s\n", rel,
-              ok ? "OK" : "MISMATCH");
+
+  std::printf("MoE layer: %s, H=%d H'=%d, Kokkos %s, %s GEMMs\n", moonep::describe(c).c_str(), H, Hp, Exec::name(),
+              layer.gemm_name());
+  std::printf("rank | plain EP | received | copies fetched\n");
+  std::vector<long> before(c.ranks, 0);
+  for (const auto& row : routing)
+    for (const std::int32_t e : row) ++before[e / epn];
+  for (int d = 0; d < c.ranks; ++d) {
+    const moonep::HostRankPlan h = plan.to_host(d);
+    const long received = std::count_if(h.src_info.begin(), h.src_info.end(), [](std::int32_t v) { return v >= 0; });
+    const long fetched = std::count_if(h.experts_to_copy.begin() + d * c.copy_slots,
+                                       h.experts_to_copy.begin() + (d + 1) * c.copy_slots,
+                                       [](std::int32_t e) { return e >= 0; });
+    std::printf("%4d | %8ld | %8ld | %ld\n", d, before[d], received, fetched);
+  }
+
+  const Direct want = direct_layer(c, routing, data, grad_out);
+  const double errors[] = {relative_error(out, want.out), relative_error(gx, want.gx), relative_error(gw, want.gw),
+                           relative_error(gweights, want.gweights)};
+  std::printf("max |layer - direct| / max |direct|: out %.3g, gX %.3g, gw %.3g, gW %.3g (tolerance 1e-12): ",
+              errors[0], errors[1], errors[2], errors[3]);
+  const bool ok = std::all_of(std::begin(errors), std::end(errors), [](double e) { return e <= 1e-12; });
+  std::printf("%s\n", ok ? "OK" : "MISMATCH");
   return ok ? 0 : 1;
 }
 

@@ -34,6 +34,7 @@
 
 #include "moonep/error.hpp"
 #include "moonep/impl/exact_arith.hpp"
+#include "moonep/impl/in_process_plan_check.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/planner.hpp"
 
@@ -315,21 +316,7 @@ class InProcessLayer {
  private:
   // A plan of this configuration and world: every rank, planned (entries
   // set by the planner), for this config.
-  void check_plan(const plan_type& plan, const char* op) const {
-    const Config& c = plan.config;
-    const bool same = c.ranks == config_.ranks && c.experts == config_.experts && c.topk == config_.topk &&
-                      c.tokens == config_.tokens && c.copy_slots == config_.copy_slots &&
-                      c.token_padding == config_.token_padding;
-    if (!same)
-      throw InputError(std::string(op) + ": the plan is of " + describe(c) + ", the layer of " + describe(config_));
-    if (plan.ranks.size() != static_cast<std::size_t>(config_.ranks))
-      throw InputError(std::string(op) + ": the plan holds " + std::to_string(plan.ranks.size()) +
-                       " ranks; the in-process layer needs all " + std::to_string(config_.ranks));
-    for (int r = 0; r < config_.ranks; ++r)
-      if (plan.ranks[r].rank != r || plan.ranks[r].entries.extent(0) < 1)
-        throw InputError(std::string(op) + ": plan rank " + std::to_string(r) + " is not a planned rank " +
-                         std::to_string(r) + " (use the plan of a Planner over an InProcessWorld)");
-  }
+  void check_plan(const plan_type& plan, const char* op) const { impl::check_in_process_plan(plan, config_, op); }
   template <class V>
   void check_extents(const char* op, const char* name, const V& v, std::int64_t rows, const char* rows_name) const {
     if (v.extent(0) != static_cast<std::size_t>(config_.ranks) || v.extent(1) != static_cast<std::size_t>(rows) ||

@@ -27,11 +27,13 @@ void not_yet(const std::string& option, const std::string& value) {
 
 std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
-         "                    [--recv recv.npy] [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy]\n"
+         "                    [--recv recv.npy] [--experts M.npy]\n"
+         "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]\n"
          "                    [--backend reference|portable] [--world inprocess] [--dtype float|double|bf16]\n"
          "\n"
-         "Plans the problem's step, dispatches the token rows x,\n"
-         "runs identity experts (y = recv) and combines them weighted by w\n"
+         "Plans the problem's step, dispatches the token rows x, runs the experts\n"
+         "(identity, y = recv, or linear, y = recv @ M_e, with their copies fetched)\n"
+         "and combines them weighted by w\n"
          "(docs/spec/layer.md). Files are NumPy .npy, C order; inputs float32 or float64,\n"
          "outputs float32.\n"
          "\n"
@@ -39,11 +41,13 @@ std::string layer_usage() {
          "                       tokens_per_rank (a ragged step: rows past s_r are not read)\n"
          "  --x FILE             token rows [R][S][H]\n"
          "  --weights FILE       routing weights [R][S][K]\n"
-         "  --output FILE        out [R][S][H]; rows past s_r are 0\n"
+         "  --output FILE        out [R][S][H'] (H' = H without --experts); rows past s_r are 0\n"
          "  --recv FILE          every rank's receive buffer [R][NvS][H]; slots the contract\n"
          "                       leaves undefined are 0\n"
-         "  --grad-out FILE      d out [R][S][H]: runs combine's and dispatch's backward and\n"
-         "                       writes --grad-x [R][S][H] and --grad-weights [R][S][K]\n"
+         "  --experts FILE       linear experts M [E][H][H'], rank h holding experts h*epn ..\n"
+         "  --grad-out FILE      d out [R][S][H']: runs the layer's backward and writes\n"
+         "                       --grad-x [R][S][H] and --grad-weights [R][S][K] (with\n"
+         "                       --experts also --grad-experts [E][H][H'], copies reduced)\n"
          "  --dtype TYPE         element type of the computation: float (default), double or\n"
          "                       bf16 (inputs rounded to it, accumulation in float or double)\n"
          "  --backend NAME       reference (default: the executable spec, on the host) or\n"
@@ -65,7 +69,8 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
   std::map<std::string, std::string*> files = {
       {"--input", &o.input},   {"--x", &o.x},           {"--weights", &o.weights},
       {"--output", &o.output}, {"--recv", &o.recv},     {"--grad-out", &o.grad_out},
-      {"--grad-x", &o.grad_x}, {"--grad-weights", &o.grad_weights}};
+      {"--grad-x", &o.grad_x}, {"--grad-weights", &o.grad_weights}, {"--experts", &o.experts},
+      {"--grad-experts", &o.grad_experts}};
   std::map<std::string, bool> seen;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -109,11 +114,18 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
     usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
   for (const char* required : {"--input", "--x", "--weights", "--output"})
     if (files[required]->empty()) usage_error(std::string("missing ") + required);
-  const bool any_grad = !o.grad_out.empty() || !o.grad_x.empty() || !o.grad_weights.empty();
-  if (any_grad && (o.grad_out.empty() || o.grad_x.empty() || o.grad_weights.empty()))
-    usage_error("--grad-out, --grad-x and --grad-weights go together");
-  std::vector<std::pair<std::string, std::string>> outputs = {{"--output", o.output}, {"--recv", o.recv},
-                                                             {"--grad-x", o.grad_x}, {"--grad-weights", o.grad_weights}};
+  if (!o.grad_experts.empty() && o.experts.empty()) usage_error("--grad-experts needs --experts");
+  const bool any_grad = !o.grad_out.empty() || !o.grad_x.empty() || !o.grad_weights.empty() || !o.grad_experts.empty();
+  const bool all_grad = !o.grad_out.empty() && !o.grad_x.empty() && !o.grad_weights.empty() &&
+                        (o.experts.empty() || !o.grad_experts.empty());
+  if (any_grad && !all_grad)
+    usage_error(o.experts.empty() ? "--grad-out, --grad-x and --grad-weights go together"
+                                  : "with --experts, --grad-out, --grad-x, --grad-weights and --grad-experts go together");
+  std::vector<std::pair<std::string, std::string>> outputs = {{"--output", o.output},
+                                                             {"--recv", o.recv},
+                                                             {"--grad-x", o.grad_x},
+                                                             {"--grad-weights", o.grad_weights},
+                                                             {"--grad-experts", o.grad_experts}};
   for (std::size_t a = 0; a < outputs.size(); ++a)
     for (std::size_t b = a + 1; b < outputs.size(); ++b)
       if (!outputs[a].second.empty() && outputs[a].second == outputs[b].second)

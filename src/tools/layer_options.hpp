@@ -21,6 +21,8 @@ struct LayerOptions {
   std::string grad_out;      // --grad-out g.npy [R][S][H] (with the two below)
   std::string grad_x;        // --grad-x gx.npy [R][S][H]
   std::string grad_weights;  // --grad-weights gw.npy [R][S][K]
+  std::string experts;       // --experts M.npy [E][H][H'] (linear experts; none: identity)
+  std::string grad_experts;  // --grad-experts gM.npy [E][H][H'] (with --experts and --grad-out)
   LayerDtype dtype = LayerDtype::float32;
   LayerBackend backend = LayerBackend::reference;
 };
@@ -28,7 +30,8 @@ struct LayerOptions {
 // Parses argv[1..argc). Throws InputError (exit 2) naming the option: an
 // unknown option or value, a missing value or required option, a backend,
 // world or --devices this build does not run the layer on yet, --dtype bf16
-// with --backend portable, one output path given twice.
+// with --backend portable, one output path given twice, --grad-experts
+// without --experts, or the gradients' files not all given together.
 LayerOptions parse_layer_options(int argc, char* argv[]);
 
 std::string layer_usage();

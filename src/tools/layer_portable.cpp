@@ -2,8 +2,11 @@
 // space, planned by moonep::Planner over an InProcessWorld (its automatic
 // path: the portable phases, or the CUDA specialization where Kokkos::Cuda
 // is the default and MoonEP has it) and applied by
-// moonep::InProcessLayer (moonep/layer.hpp). Its files are bit-identical to
-// the reference backend's (the CLI tests compare them).
+// moonep::InProcessLayer (moonep/layer.hpp), or with --experts by
+// moonep::InProcessMoeLayer (moonep/moe_layer.hpp) with its portable GEMM
+// kernel, whose summation order layer_linear.cpp follows. Its files are
+// bit-identical to the reference backend's (the CLI tests compare both
+// with the same direct layer on exact data).
 #include <Kokkos_Core.hpp>
 
 #include <string>
@@ -12,6 +15,7 @@
 #include "kokkos_session.hpp"
 #include "layer_run.hpp"
 #include "moonep/layer.hpp"
+#include "moonep/moe_layer.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/world.hpp"
 
@@ -48,6 +52,34 @@ Kokkos::View<const std::int32_t*, Mem> int_view(const std::vector<std::int32_t>&
   return v;
 }
 
+// The linear layer (--experts) on the plan.
+template <class T>
+LayerResults linear(const LayerInputs& in, const Plan<Mem>& plan) {
+  using W = weight_t<T>;
+  const Config& c = in.problem.config;
+  const std::int64_t R = c.ranks, S = c.tokens, K = c.topk, H = in.hidden, O = in.hidden_out;
+  const std::int64_t epn = c.experts_per_rank();
+  InProcessMoeLayer<T, Exec> layer(c, in.hidden, in.hidden_out, GemmKind::portable);
+  const Rows<T> x = to_view<T>("moonep-layer::x", in.x.values, R, S, H);
+  const Rows<W> w = to_view<W>("moonep-layer::w", in.w.values, R, S, K);
+  const Rows<T> m = to_view<T>("moonep-layer::experts", in.experts->values, R, epn, H * O);  // [E][H][H']
+  const Rows<T> out("moonep-layer::out", R, S, O);  // zeroed
+  layer.forward(plan, x, w, m, out);
+  LayerResults res;
+  if (in.grad_out) {
+    const Rows<T> g = to_view<T>("moonep-layer::grad_out", in.grad_out->values, R, S, O);
+    const Rows<T> gx("moonep-layer::grad_x", R, S, H), gm("moonep-layer::grad_experts", R, epn, H * O);
+    const Rows<W> gw("moonep-layer::grad_w", R, S, K);
+    layer.backward(plan, g, m, gx, gw, gm);
+    res.grad_x = to_values(gx);
+    res.grad_w = to_values(gw);
+    res.grad_experts = to_values(gm);
+  }
+  res.out = to_values(out);
+  res.recv = to_values(layer.recv());
+  return res;
+}
+
 template <class T>
 LayerResults compute(const LayerInputs& in) {
   using W = weight_t<T>;
@@ -62,6 +94,7 @@ LayerResults compute(const LayerInputs& in) {
     for (const auto& r : *p.tokens_per_expert) tpe.push_back(int_view(r));
   const auto counts = p.tokens_per_rank ? int_view(*p.tokens_per_rank) : Kokkos::View<const std::int32_t*, Mem>();
   const auto& plan = planner.plan(routing, p.tokens_per_expert ? &tpe : nullptr, p.tokens_per_rank ? &counts : nullptr);
+  if (in.experts) return linear<T>(in, plan);
 
   InProcessLayer<T, Exec> layer(c, in.hidden);
   const Rows<T> x = to_view<T>("moonep-layer::x", in.x.values, R, S, H);

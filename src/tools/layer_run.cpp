@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/output_file.hpp"
+#include "layer_buffers.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
 #include "moonep/layer_reference.hpp"
@@ -40,35 +41,9 @@ io::NpyArray read_input(const std::string& path, const char* what, Shape& want, 
   return a;
 }
 
-// A [R][rows][width] array as per-rank buffers of T, and back.
-template <class T>
-PerRank<T> to_ranks(const std::vector<double>& v, int ranks) {
-  const std::size_t per = v.size() / static_cast<std::size_t>(ranks);
-  PerRank<T> out(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    out[r].reserve(per);
-    for (std::size_t i = 0; i < per; ++i)
-      out[r].push_back(static_cast<T>(static_cast<accum_t<T>>(v[r * per + i])));
-  }
-  return out;
-}
-template <class T>
-std::vector<double> from_ranks(const PerRank<T>& data) {
-  std::vector<double> v;
-  for (const auto& rank : data)
-    for (const T& x : rank) v.push_back(static_cast<double>(static_cast<accum_t<T>>(x)));
-  return v;
-}
-
-// Zero-filled buffers: what the contract leaves unwritten (rows past s_r,
-// undefined slots) is written as 0.
-template <class V>
-PerRank<V> zeros(int ranks, std::int64_t per_rank) {
-  return PerRank<V>(ranks, std::vector<V>(static_cast<std::size_t>(per_rank), static_cast<V>(accum_t<V>(0))));
-}
-
 template <class T>
 LayerResults compute(const LayerInputs& in) {
+  if (in.experts) return reference_linear_layer<T>(in);
   using W = weight_t<T>;
   const Problem& problem = in.problem;
   const Config& c = problem.config;
@@ -115,14 +90,26 @@ void run_layer(const LayerOptions& o) {
   const std::string wdims = "[R][S][K] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
                             std::to_string(c.topk) + "]";
   const io::NpyArray w = read_input(o.weights, "weights file", ws, wdims.c_str());
+  io::NpyArray m;
+  int hidden_out = hidden;
+  if (!o.experts.empty()) {
+    Shape ms = {c.experts, hidden, -1};
+    const std::string mdims = "[E][H][H'] = [" + std::to_string(c.experts) + "][" + std::to_string(hidden) +
+                              "][H'] (H of the x file)";
+    m = read_input(o.experts, "experts file", ms, mdims.c_str());
+    if (ms[2] > (std::int64_t{1} << 30)) throw InputError("experts file '" + printable(o.experts) + "': H' is too large");
+    hidden_out = static_cast<int>(ms[2]);
+  }
   io::NpyArray g;
   if (!o.grad_out.empty()) {
-    Shape gs = {c.ranks, c.tokens, hidden};
-    const std::string gdims = "[R][S][H] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
-                              std::to_string(hidden) + "] (H of the x file)";
+    Shape gs = {c.ranks, c.tokens, hidden_out};
+    const std::string gdims = "[R][S][H'] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
+                              std::to_string(hidden_out) + "] (" +
+                              (o.experts.empty() ? "H' = H of the x file" : "H' of the experts file") + ")";
     g = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
   }
-  const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g};
+  const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g, o.experts.empty() ? nullptr : &m,
+                       hidden_out};
   const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
   struct Output {
     const std::string& path;
@@ -130,11 +117,13 @@ void run_layer(const LayerOptions& o) {
     Shape shape;
     const std::vector<double>& values;
   };
-  std::vector<Output> files = {{o.output, "output file", {c.ranks, c.tokens, hidden}, res.out}};
+  std::vector<Output> files = {{o.output, "output file", {c.ranks, c.tokens, hidden_out}, res.out}};
   if (!o.recv.empty()) files.push_back({o.recv, "recv file", {c.ranks, c.slots(), hidden}, res.recv});
   if (in.grad_out) {
     files.push_back({o.grad_x, "grad-x file", {c.ranks, c.tokens, hidden}, res.grad_x});
     files.push_back({o.grad_weights, "grad-weights file", {c.ranks, c.tokens, c.topk}, res.grad_w});
+    if (in.experts)
+      files.push_back({o.grad_experts, "grad-experts file", {c.experts, hidden, hidden_out}, res.grad_experts});
   }
   // Every output path is resolved before the first is written, so that an
   // unwritable one (a directory, a missing folder) leaves no file changed.

@@ -9,28 +9,36 @@
 
 namespace moonep::tools {
 
-// Reads the problem and the .npy inputs, plans the step, dispatches,
-// combines (identity experts), and with --grad-out runs combine's and
-// dispatch's backward, on the chosen backend; then writes every output
+// Reads the problem and the .npy inputs, plans the step, dispatches, runs
+// the experts (identity, or linear with --experts: fetch, one GEMM per
+// group), combines, and with --grad-out runs the backward (down to reduce
+// with --experts), on the chosen backend; then writes every output
 // file. Every input is read and checked, and every output path resolved,
 // before the first file is written. InputError for bad input (exit 2),
 // RuntimeError for an output that cannot be written (exit 1).
 void run_layer(const LayerOptions& options);
 
 // What a backend computes from the checked inputs, as flat C-order arrays:
-// out and grad_x [R][S][H], recv [R][NvS][H], grad_w [R][S][K] (the
-// gradients only with grad_out). What the contract leaves unwritten is 0.
+// out [R][S][H'], grad_x [R][S][H], recv [R][NvS][H], grad_w [R][S][K],
+// grad_experts [E][H][H'] (the gradients only with grad_out, grad_experts
+// only with experts). What the contract leaves unwritten is 0.
 struct LayerInputs {
   const Problem& problem;
   const io::NpyArray& x;  // [R][S][H]
   int hidden;             // H
   const io::NpyArray& w;  // [R][S][K]
-  const io::NpyArray* grad_out;  // [R][S][H], or none
+  const io::NpyArray* grad_out;  // [R][S][H'], or none
+  const io::NpyArray* experts = nullptr;  // M [E][H][H'], or none (identity)
+  int hidden_out = 0;                     // H' (H without experts)
 };
 struct LayerResults {
-  std::vector<double> out, recv, grad_x, grad_w;
+  std::vector<double> out, recv, grad_x, grad_w, grad_experts;
 };
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype);  // layer_run.cpp
+// The reference backend's linear layer (in.experts given), T float, double
+// or bf16; reference_layer runs it (layer_linear.cpp).
+template <class T>
+LayerResults reference_linear_layer(const LayerInputs& in);
 LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype);   // layer_portable.cpp
 
 }  // namespace moonep::tools

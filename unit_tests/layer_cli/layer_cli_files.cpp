@@ -3,15 +3,19 @@
 // g[t], gw[t][k] = <g[t], x[t]>, recv's every entry slot = its token's row
 // and every other slot 0.
 //
-//   layer_cli_files make DIR R E K S B tp H SEED [ragged|fine]
+//   layer_cli_files make DIR R E K S B tp H SEED [ragged|fine|linear|linear-ragged]
 //     writes DIR/problem.json, x.npy, w.npy, g.npy: small multiples of 1/4,
 //     so every product and sum is exact in float; rows past s_r are NaN
 //     (never to be read). `fine` rows have 8 significant bits (exact in
 //     bf16, their sums are not): the result differs between bf16 and float,
-//     and is still exact in float before its one rounding.
+//     and is still exact in float before its one rounding. `linear` also
+//     writes linear experts M.npy [E][H][3] and makes g.npy [R][S][3].
 //   layer_cli_files check DIR float|double|bf16
 //     reads them and DIR/out.npy, recv.npy, gx.npy, gw.npy; exit 1 with a
-//     message at the first value that differs.
+//     message at the first value that differs. With M.npy in DIR: out.npy
+//     [R][S][3], gx.npy, gw.npy and gM.npy [E][H][3] against the direct
+//     linear layer (docs/spec/layer.md "The linear layer"; float or double,
+//     whose files, float32, hold the exact values).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,13 +33,16 @@ namespace {
 
 using moonep::io::NpyArray;
 
+constexpr int kLinearOut = 3;  // H' of the linear experts
+
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "layer_cli_files: %s\n", what.c_str());
   std::exit(1);
 }
 
 int make(const std::string& dir, char** a, const std::string& variant) {
-  const bool ragged = variant == "ragged", fine = variant == "fine";
+  const bool ragged = variant.find("ragged") != std::string::npos, fine = variant == "fine";
+  const bool linear = variant.find("linear") != std::string::npos;
   moonep::Problem p;
   p.config = moonep::Config{std::atoi(a[0]), std::atoi(a[1]), std::atoi(a[2]), std::atoi(a[3]), std::atoi(a[4]),
                             std::atoi(a[5])};
@@ -66,7 +73,13 @@ int make(const std::string& dir, char** a, const std::string& variant) {
   };
   moonep::io::write_npy(dir + "/x.npy", "x", {c.ranks, c.tokens, H}, values(H, false));
   moonep::io::write_npy(dir + "/w.npy", "w", {c.ranks, c.tokens, c.topk}, values(c.topk, true));
-  moonep::io::write_npy(dir + "/g.npy", "g", {c.ranks, c.tokens, H}, values(H, false));
+  const int out = linear ? kLinearOut : H;
+  moonep::io::write_npy(dir + "/g.npy", "g", {c.ranks, c.tokens, out}, values(out, false));
+  if (linear) {
+    std::vector<double> m;
+    for (int i = 0; i < c.experts * H * out; ++i) m.push_back((std::rand() % 17 - 8) / 4.0);
+    moonep::io::write_npy(dir + "/M.npy", "M", {c.experts, H, out}, m);
+  }
   return 0;
 }
 
@@ -80,7 +93,50 @@ void expect(const NpyArray& a, std::size_t i, double want, const std::string& wh
     die(what + "[" + std::to_string(i) + "] = " + std::to_string(a.values[i]) + ", expected " + std::to_string(want));
 }
 
+// The direct linear layer, in double: out = sum_k w (x @ M_e),
+// gx = sum_k w (g @ M_e^T), gw = <g, x @ M_e>, gM_e = sum w x^T g.
+int check_linear(const std::string& dir) {
+  const moonep::Problem p = moonep::read_problem_file(dir + "/problem.json");
+  const moonep::Config& c = p.config;
+  const NpyArray x = moonep::io::read_npy(dir + "/x.npy", "x"), w = moonep::io::read_npy(dir + "/w.npy", "w"),
+                 g = moonep::io::read_npy(dir + "/g.npy", "g"), m = moonep::io::read_npy(dir + "/M.npy", "M"),
+                 out = moonep::io::read_npy(dir + "/out.npy", "out"), gx = moonep::io::read_npy(dir + "/gx.npy", "gx"),
+                 gw = moonep::io::read_npy(dir + "/gw.npy", "gw"), gm = moonep::io::read_npy(dir + "/gM.npy", "gM");
+  const int H = static_cast<int>(x.shape[2]), O = static_cast<int>(m.shape[2]), K = c.topk, S = c.tokens;
+  if (out.shape != std::vector<std::int64_t>{c.ranks, S, O} || gx.shape != x.shape || gw.shape != w.shape ||
+      gm.shape != m.shape)
+    die("an output has the wrong shape");
+  const auto tokens = moonep::tokens_or_full(c, p.tokens_per_rank ? &*p.tokens_per_rank : nullptr);
+  std::vector<double> want_out(out.values.size(), 0), want_gx(gx.values.size(), 0), want_gw(gw.values.size(), 0),
+      want_gm(gm.values.size(), 0);
+  for (int r = 0; r < c.ranks; ++r)
+    for (int t = 0; t < tokens[r]; ++t)
+      for (int k = 0; k < K; ++k) {
+        const std::size_t row = static_cast<std::size_t>(r) * S + t, e = p.routing[r][t * K + k];
+        const double f = w.values[row * K + k];
+        for (int h = 0; h < H; ++h)
+          for (int o = 0; o < O; ++o) {
+            const double xv = x.values[row * H + h], gv = g.values[row * O + o], mv = m.values[(e * H + h) * O + o];
+            want_out[row * O + o] += f * xv * mv;
+            want_gx[row * H + h] += f * gv * mv;
+            want_gw[row * K + k] += gv * xv * mv;
+            want_gm[(e * H + h) * O + o] += f * xv * gv;
+          }
+      }
+  for (std::size_t i = 0; i < want_out.size(); ++i) expect(out, i, want_out[i], "out");
+  for (std::size_t i = 0; i < want_gx.size(); ++i) expect(gx, i, want_gx[i], "gx");
+  for (std::size_t i = 0; i < want_gw.size(); ++i) expect(gw, i, want_gw[i], "gw");
+  for (std::size_t i = 0; i < want_gm.size(); ++i) expect(gm, i, want_gm[i], "gM");
+  std::printf("moonep-layer's files match the direct linear layer\n");
+  return 0;
+}
+
 int check(const std::string& dir, const std::string& dtype) {
+  if (std::FILE* f = std::fopen((dir + "/M.npy").c_str(), "rb")) {
+    std::fclose(f);
+    if (dtype == "bf16") die("the linear layer's check runs on float or double");
+    return check_linear(dir);
+  }
   const moonep::Problem p = moonep::read_problem_file(dir + "/problem.json");
   const moonep::Config& c = p.config;
   const NpyArray x = moonep::io::read_npy(dir + "/x.npy", "x"), w = moonep::io::read_npy(dir + "/w.npy", "w"),

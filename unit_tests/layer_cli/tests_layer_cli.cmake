@@ -71,6 +71,39 @@ moonep_layer_cli_test(output_directory MAKE ${_step} EXPECT_RC 1
   ARGS "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@|--grad-weights|@W@/gw.npy"
   EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
 
+# Linear experts (--experts M.npy, H' = 3): out, gx, gw and every expert's
+# gradient against the direct linear layer, on exact data, both backends.
+set(_lin "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy|--grad-experts|@W@/gM.npy")
+foreach(backend reference portable)
+  foreach(dtype float double)
+    moonep_layer_cli_test(linear_${backend}_${dtype} MAKE "${_step}|linear" ARGS "${_lin}|--backend|${backend}|--dtype|${dtype}"
+      CHECK ${dtype})
+  endforeach()
+  moonep_layer_cli_test(linear_${backend}_ragged MAKE "${_step}|linear-ragged" ARGS "${_lin}|--backend|${backend}"
+    CHECK float)
+  # B = 2 < epn = 4, every remote expert still copied.
+  moonep_layer_cli_test(linear_${backend}_small_b MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}|--backend|${backend}"
+    CHECK float)
+  moonep_layer_cli_test(linear_${backend}_one_rank MAKE "1|4|3|9|1|2|3|5|linear" ARGS "${_lin}|--backend|${backend}"
+    CHECK float)
+  # B = 1 < epn = 8: rank 1 would run expert 25, which it holds no copy of.
+  moonep_layer_cli_test(linear_${backend}_uncopied MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2
+    ARGS "${_lin}|--backend|${backend}" EXPECT_STDERR "rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
+    ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
+endforeach()
+moonep_layer_cli_test(experts_shape MAKE "${_step}|linear" EXPECT_RC 2
+  ARGS "${_in}|--output|@W@/out.npy|--experts|@W@/x.npy"
+  EXPECT_STDERR "experts file '@W@/x.npy': shape (4, 12, 5) is not [E][H][H'] = [16][5][H'] (H of the x file)")
+moonep_layer_cli_test(linear_grad_out_shape MAKE "${_step}|linear" EXPECT_RC 2
+  ARGS "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy|--grad-out|@W@/x.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy|--grad-experts|@W@/gM.npy"
+  EXPECT_STDERR "grad-out file '@W@/x.npy': shape (4, 12, 5) is not [R][S][H'] = [4][12][3] (H' of the experts file)"
+  ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
+moonep_layer_cli_test(grad_experts_alone MAKE "${_step}|linear" EXPECT_RC 2
+  ARGS "${_bad_out}|--grad-experts|@W@/gM.npy" EXPECT_STDERR "--grad-experts needs --experts")
+moonep_layer_cli_test(linear_grad_together MAKE "${_step}|linear" EXPECT_RC 2
+  ARGS "${_bad_out}|--experts|@W@/M.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy"
+  EXPECT_STDERR "with --experts, --grad-out, --grad-x, --grad-weights and --grad-experts go together")
+
 # docs/layer_cli.md quotes moonep-layer --help as it is.
 add_test(NAME docs_layer_cli_help COMMAND ${CMAKE_COMMAND} -DDOC=${PROJECT_SOURCE_DIR}/docs/layer_cli.md
   -DPLANNER=$<TARGET_FILE:moonep-layer> -DPROGRAM=moonep-layer -P ${PROJECT_SOURCE_DIR}/examples/check_cli_help.cmake)

@@ -74,6 +74,34 @@ inline Step one_rank_step(const Config& c, std::uint64_t seed) {
   return make_step(c, routing);
 }
 
+// R = 4, one expert per rank, every entry names expert 0: ranks 1-3 take
+// rank 0's surplus and each copies expert 0 (reduce's order shows).
+inline Step copy_everywhere_step() {
+  const Config c{4, 4, 2, 3, 1, 1};
+  return make_step(c, Routing(4, std::vector<std::int32_t>(6, 0)));
+}
+
+// A plan that cannot run: R = 2, epn = 3, B = 1: rank 0's experts 0, 1, 2
+// hold 6, 5 and 5 of the 16 entries, so rank 1 takes 6 of expert 0 and 2 of
+// expert 1, and can copy only expert 0 ("rank 1 would run expert 1 ...").
+inline Step uncopied_remote_step() {
+  const Config c{2, 6, 2, 4, 1, 1};
+  return make_step(c, Routing{{0, 1, 0, 2, 0, 1, 2, 2}, {0, 1, 0, 2, 0, 1, 1, 2}});
+}
+
+// The reference's refusal of uncopied_remote_step ("rank 1 would run expert
+// 1 ..."): the words every path's fetch and reduce must give.
+inline std::string uncopied_remote_error() {
+  const Step s = uncopied_remote_step();
+  PerRank<float> own(2, std::vector<float>(3)), copies(2, std::vector<float>(1));
+  try {
+    moonep::fetch_reference(s.plan, 1, own, copies);
+  } catch (const moonep::InputError& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
 constexpr double kSentinel = 7.75;  // what an "untouched" buffer holds
 
 // The steps every forward and backward test runs on.
@@ -171,6 +199,13 @@ struct Experts {
   std::vector<double> m;  // [E][H][H']
   double at(int e, int h, int o) const { return m[(static_cast<std::size_t>(e) * hidden + h) * out + o]; }
 };
+// E experts [hidden][out] drawn like the rows (exact: quarters in -2..2).
+inline Experts draw_experts(const Config& c, int hidden, int out, Values values, std::uint64_t seed = 5) {
+  Experts ex{hidden, out, {}};
+  Draw draw(values, seed);
+  for (int i = 0; i < c.experts * hidden * out; ++i) ex.m.push_back(draw.row_value());
+  return ex;
+}
 template <class T>
 PerRank<T> owner_parameters(const Config& c, const Experts& ex) {
   const std::size_t q = static_cast<std::size_t>(ex.hidden) * ex.out;
@@ -201,6 +236,38 @@ std::vector<std::vector<double>> direct_out(const Step& s, int hidden, const Per
         }
       }
   return out;
+}
+
+// The direct linear layer's gradients, no plan, in double, given g = d out
+// (docs/spec/layer.md "The linear layer"): gx[r][t] = sum_k w * (g @ M_e^T),
+// gw[r][t][k] = <g, x @ M_e>, gM[e] = sum over entries naming e of
+// w * x^T g. Rows (entries) past s_r stay 0.
+struct DirectGradients {
+  std::vector<std::vector<double>> gx, gw;
+  std::vector<double> gm;  // [E][H][H']
+};
+template <class T>
+DirectGradients direct_gradients(const Step& s, const PerRank<T>& x, const PerRank<moonep::weight_t<T>>& w,
+                                 const PerRank<T>& g, const Experts& ex) {
+  const int K = s.c.topk, H = ex.hidden, O = ex.out;
+  DirectGradients d;
+  d.gx.assign(s.c.ranks, std::vector<double>(static_cast<std::size_t>(s.c.tokens) * H, 0));
+  d.gw.assign(s.c.ranks, std::vector<double>(static_cast<std::size_t>(s.c.tokens) * K, 0));
+  d.gm.assign(static_cast<std::size_t>(s.c.experts) * H * O, 0);
+  for (int r = 0; r < s.c.ranks; ++r)
+    for (int t = 0; t < s.tokens[r]; ++t)
+      for (int k = 0; k < K; ++k) {
+        const int e = s.routing[r][t * K + k];
+        const double f = static_cast<double>(w[r][t * K + k]);
+        for (int h = 0; h < H; ++h)
+          for (int o = 0; o < O; ++o) {
+            const double xv = from(x[r][t * H + h]), gv = from(g[r][t * O + o]), m = ex.at(e, h, o);
+            d.gx[r][t * H + h] += f * gv * m;
+            d.gw[r][t * K + k] += gv * xv * m;
+            d.gm[(static_cast<std::size_t>(e) * H + h) * O + o] += f * xv * gv;
+          }
+      }
+  return d;
 }
 
 }  // namespace layer_test

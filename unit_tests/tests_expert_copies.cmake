@@ -1,0 +1,3 @@
+# The portable expert copies (moonep/expert_copies.hpp: fetch, reduce)
+# against the reference on every host execution space.
+moonep_add_test(test_expert_copies test_expert_copies.cpp)
