@@ -83,6 +83,16 @@ endif()
 if(MoonEP_KOKKOS_VERSION VERSION_LESS 3.4)
   _moonep_compat_fail("MoonEP needs Kokkos >= 3.4, found ${MoonEP_KOKKOS_VERSION}")
 endif()
+# The newest Kokkos tested (docs/building.md#tested-kokkos-versions: Kokkos'
+# development line of 2025-06, which stands for 4.7 and 5.0; the Spack
+# recipe's range ends there too). A newer one is used, with a note saying so
+# (MoonEP's own configure only: find_package(MoonEP) stays quiet).
+set(MoonEP_KOKKOS_TESTED_UP_TO 5.0)
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" _moonep_kokkos_tested_mm "${MoonEP_KOKKOS_VERSION}")
+if(NOT MoonEP_COMPAT_SOFT AND _moonep_kokkos_tested_mm VERSION_GREATER MoonEP_KOKKOS_TESTED_UP_TO)
+  message(STATUS "MoonEP: Kokkos ${MoonEP_KOKKOS_VERSION} is newer than the newest tested "
+                 "(${MoonEP_KOKKOS_TESTED_UP_TO}.x); please report what fails")
+endif()
 
 # Debian's Kokkos is packaged inside Trilinos (TriBITS), whose config
 # defines bare trilinos_* targets; upstream/Spack Kokkos defines none.

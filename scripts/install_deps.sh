@@ -10,6 +10,7 @@ packages=(
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   catch2 nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  python3-cffi-backend  # spack/test_spack.sh: Spack's concretizer (clingo)
 )
 
 if [[ "${MOONEP_SKIP_DEPS:-0}" == 1 ]]; then

@@ -5,23 +5,29 @@ loads the recipe, and checks what it declares the way the Kokkos-ecosystem
 recipes (kokkos-kernels, ArborX, kokkos-fft, Cabana) do it:
 
   * the Spack 1.x repository layout (spack_repo/<namespace>/, repo.yaml api v2);
-  * a numbered version equal to CMakeLists.txt's project VERSION;
+  * a numbered version equal to CMakeLists.txt's project VERSION, which
+    is also CHANGELOG.md's first entry;
   * Kokkos bounded below by the minimum MoonEP's CMake accepts and above by
-    the newest Kokkos of docs/building.md's tested table; no Kokkos Kernels;
+    the newest tested (MoonEP_KOKKOS_TESTED_UP_TO of the CMake module, which
+    docs/building.md's tested table names); no Kokkos Kernels;
   * catch2 and nlohmann-json as build dependencies;
   * +cuda: kokkos+cuda with the same cuda_arch for every arch >= 90, a
-    conflict for every older one and for cuda_arch=none, cuda@12:;
+    conflict for every older one and for cuda_arch=none, cuda@12:, and
+    kokkos+wrapper with GCC (Kokkos' recipe refuses +cuda~wrapper there);
   * no dependency conditioned on itself (what `spack audit` rejects);
   * the serial/openmp variants reach Kokkos;
-  * cmake_args: Kokkos_ROOT, CMAKE_CXX_COMPILER from kokkos_cxx,
-    BUILD_SHARED_LIBS, the CUDA architectures;
+  * cmake_args: Kokkos_ROOT, CMAKE_CXX_COMPILER from kokkos_cxx only for a
+    Kokkos with its wrapper (an external Kokkos has no kokkos_cxx: Spack
+    raises NameError), BUILD_SHARED_LIBS, the CUDA architectures;
+  * license("Apache-2.0 WITH LLVM-exception"), as the LICENSE file;
   * a documented `spack test` method.
 
   check_spack_recipe.py <moonep source dir> [--inject-regressions]
 
 --inject-regressions puts back, in memory, what `spack audit` and the
-issue found wrong in the old recipe (a self-conditioned cuda_lambda
-dependency, an unbounded Kokkos, Kokkos Kernels): the check must fail.
+issues found wrong in old recipes (a self-conditioned cuda_lambda
+dependency, an unbounded Kokkos, Kokkos Kernels, kokkos_cxx asked of an
+external Kokkos): the check must fail.
 """
 
 import re
@@ -49,7 +55,8 @@ class Recorder:
 REGRESSIONS = (
     ('requires("^kokkos+cuda_lambda", when="+cuda ^kokkos@:4")',
      'depends_on("kokkos+cuda_lambda", when="+cuda ^kokkos@:3")'),
-    ('depends_on("kokkos@3.4:4.6")', 'depends_on("kokkos@3.4:")\n    depends_on("kokkos-kernels@3.4:")'),
+    ('depends_on("kokkos@3.4:5.0")', 'depends_on("kokkos@3.4:")\n    depends_on("kokkos-kernels@3.4:")'),
+    ('if spec.satisfies("^kokkos+wrapper"):', 'if True:'),
 )
 
 
@@ -60,6 +67,7 @@ def load_recipe(path, inject=False):
                  "license", "patch", "provides"):
         setattr(spack_package, kind, rec.directive(kind))
     spack_package.which = lambda *a, **k: None
+    spack_package.join_path = lambda *parts: "/".join(str(p) for p in parts)
     spack_package.__all__ = [n for n in dir(spack_package) if not n.startswith("_")]
 
     class CMakePackage:
@@ -104,14 +112,24 @@ class FakeSpec:
         self.variants = {"cuda_arch": types.SimpleNamespace(value=tuple(archs))}
 
     def satisfies(self, constraint):
+        # "+v", "~v", or a dependency's constraint ("^kokkos+wrapper") held in `on`.
         return all(
+            (tok in self.on) if tok[0] == "^" else
             (tok[1:] in self.on) if tok[0] == "+" else (tok[1:] not in self.on)
             for tok in constraint.split()
         )
 
     def __getitem__(self, name):
-        bin_dir = types.SimpleNamespace(nvcc=f"/opt/{name}/bin/nvcc")
-        return types.SimpleNamespace(prefix=types.SimpleNamespace(bin=bin_dir))
+        # "^name:external" in `on`: the dependency is an external.
+        return types.SimpleNamespace(prefix=types.SimpleNamespace(bin=FakePath(f"/opt/{name}/bin")),
+                                     external=f"^{name}:external" in self.on)
+
+
+class FakePath(str):
+    """Spack's Prefix: a path whose attributes are its entries."""
+
+    def __getattr__(self, entry):
+        return FakePath(f"{self}/{entry}")
 
 
 def main():
@@ -143,6 +161,11 @@ def main():
     check(project_version in versions, f"no version('{project_version}') (CMakeLists.txt's)")
     check(versions.get(project_version, {}).get("tag") == f"v{project_version}",
           f"version {project_version} should fetch tag v{project_version}")
+    changelog = src / "CHANGELOG.md"
+    first = re.search(r"^## (\S+)", changelog.read_text(), re.M) if changelog.is_file() else None
+    check(first is not None and first.group(1) == project_version,
+          f"CHANGELOG.md's first entry should be {project_version} (CMakeLists.txt's), got "
+          f"{first.group(1) if first else 'none'}")
 
     deps = [(a[0], k.get("when", ""), k.get("type")) for a, k in rec.of("depends_on")]
     names = [re.match(r"[a-z0-9-]+", d).group(0) for d, _, _ in deps]
@@ -151,10 +174,11 @@ def main():
     # Kokkos bounds: the CMake minimum and the newest tested Kokkos.
     compat = (src / "cmake" / "MoonEPKokkosCompat.cmake").read_text()
     cmake_min = re.search(r"MoonEP_KOKKOS_VERSION VERSION_LESS ([0-9.]+)", compat).group(1)
+    newest = re.search(r"set\(MoonEP_KOKKOS_TESTED_UP_TO ([0-9.]+)\)", compat).group(1)
     building = (src / "docs" / "building.md").read_text()
     tested_section = building.split("## Tested Kokkos versions", 1)[1].split("\n## ", 1)[0]
-    tested = re.findall(r"^\| ([0-9]+\.[0-9]+)\.[0-9]+", tested_section, re.M)
-    newest = max(tested, key=lambda v: tuple(int(x) for x in v.split(".")))
+    check(re.search(r"stands for [^|]*\b" + re.escape(newest) + r"\b", tested_section),
+          f"docs/building.md's tested table names no build standing for Kokkos {newest}")
     ranges = [d for d, w, _ in deps if re.match(r"kokkos@", d) and not w]
     check(ranges == [f"kokkos@{cmake_min}:{newest}"],
           f"expected one depends_on('kokkos@{cmake_min}:{newest}'), got {ranges}")
@@ -183,6 +207,10 @@ def main():
     requires = [(a[0], k.get("when", "")) for a, k in rec.of("requires")]
     check(("^kokkos+cuda_lambda", "+cuda ^kokkos@:4") in requires,
           "Kokkos up to 4.x needs +cuda_lambda with +cuda")
+    check(("kokkos+wrapper", "+cuda", None) in deps, "no depends_on('kokkos+wrapper', when='+cuda')")
+    licenses = [a[0] for a, _ in rec.of("license")]
+    check(licenses == ["Apache-2.0 WITH LLVM-exception"],
+          f"expected license('Apache-2.0 WITH LLVM-exception'), got {licenses}")
 
     # Host backends passed to Kokkos.
     variants = {a[0]: k for a, k in rec.of("variant")}
@@ -193,16 +221,33 @@ def main():
     check("shared" in variants and variants["shared"].get("default") is True,
           "variant shared (default on)")
 
-    # cmake_args on two concrete specs.
+    # cmake_args on two concrete specs: an external Kokkos (no wrapper), and
+    # +cuda over a Kokkos with its nvcc_wrapper.
     pkg = Moonep.__new__(Moonep)
-    kokkos = types.SimpleNamespace(kokkos_cxx="/opt/kokkos/bin/nvcc_wrapper")
-    pkg.__class__.__getitem__ = lambda self, name: kokkos
-    for on, archs in ((["mpi", "shared", "serial"], ()), (["cuda", "serial"], ("90",))):
+
+    class FakeKokkos:
+        @property
+        def kokkos_cxx(self):
+            if "^kokkos+wrapper" not in pkg.spec.on:  # as Kokkos' recipe, outside a build
+                raise NameError("name 'spack_cxx' is not defined")
+            if "^kokkos:external" in pkg.spec.on:  # an external has no dependencies
+                raise KeyError("No spec with name kokkos-nvcc-wrapper in kokkos")
+            return "/opt/kokkos/bin/nvcc_wrapper"
+
+    pkg.__class__.__getitem__ = lambda self, name: FakeKokkos()
+    cases = ((["mpi", "shared", "serial"], ()), (["cuda", "serial", "^kokkos+wrapper"], ("90",)),
+             (["cuda", "serial", "^kokkos+wrapper", "^kokkos:external"], ("90",)))
+    for on, archs in cases:
         pkg.spec = FakeSpec(on, archs)
-        args = Moonep.cmake_args(pkg)
         what = "+" + "+".join(on)
-        check("-DCMAKE_CXX_COMPILER=/opt/kokkos/bin/nvcc_wrapper" in args,
-              f"{what}: CMAKE_CXX_COMPILER is not Kokkos' kokkos_cxx")
+        try:
+            args = Moonep.cmake_args(pkg)
+        except (NameError, KeyError) as e:
+            check(False, f"{what}: cmake_args raised {type(e).__name__}: {e}")
+            continue
+        wrapper = "^kokkos+wrapper" in on
+        check(("-DCMAKE_CXX_COMPILER=/opt/kokkos/bin/nvcc_wrapper" in args) == wrapper,
+              f"{what}: CMAKE_CXX_COMPILER should be Kokkos' nvcc_wrapper exactly with ^kokkos+wrapper")
         check(any(a.startswith("-DKokkos_ROOT=") for a in args), f"{what}: no Kokkos_ROOT")
         check(f"-DBUILD_SHARED_LIBS={'ON' if 'shared' in on else 'OFF'}" in args,
               f"{what}: BUILD_SHARED_LIBS does not follow the variant")

@@ -1,7 +1,7 @@
 // The planners every test_portable_* test runs over, in the manner of Kokkos
 // Kernels' TestExecSpace headers and ArborX's device-type lists: the
 // portable phases on each execution space this Kokkos has enabled (Serial,
-// OpenMP, Cuda), and on Kokkos::Cuda also the CUDA specialization when
+// OpenMP, Threads, Cuda, HIP, SYCL), and on Kokkos::Cuda also the CUDA specialization when
 // MoonEP is built with CUDA. A test over PlannerVariants runs once per
 // entry (TEMPLATE_LIST_TEST_CASE); PortableVariants leaves the CUDA
 // specialization out, for tests of what only the portable phases do (the
@@ -16,29 +16,20 @@
 
 namespace moonep::test {
 
-#if defined(KOKKOS_ENABLE_SERIAL)
-using SerialVariants = std::tuple<Planner<Kokkos::Serial, PortablePhases>>;
-#else
-using SerialVariants = std::tuple<>;
-#endif
-#if defined(KOKKOS_ENABLE_OPENMP)
-using OpenMPVariants = std::tuple<Planner<Kokkos::OpenMP, PortablePhases>>;
-#else
-using OpenMPVariants = std::tuple<>;
-#endif
-#if defined(KOKKOS_ENABLE_CUDA)
-using CudaPortableVariants = std::tuple<Planner<Kokkos::Cuda, PortablePhases>>;
-#else
-using CudaPortableVariants = std::tuple<>;
-#endif
+// One Planner<Exec, PortablePhases> per execution space Kokkos enables
+// (MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE: Serial, OpenMP, Threads, Cuda,
+// HIP, SYCL, whichever this Kokkos has).
+#define MOONEP_TEST_PORTABLE_VARIANT(Exec) , std::declval<std::tuple<Planner<Exec, PortablePhases>>>()
+using PortableVariants = decltype(std::tuple_cat(
+    std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_PORTABLE_VARIANT)));
+#undef MOONEP_TEST_PORTABLE_VARIANT
+
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 using CudaSpecVariants = std::tuple<Planner<Kokkos::Cuda, CudaSpecialization>>;
 #else
 using CudaSpecVariants = std::tuple<>;
 #endif
 
-using PortableVariants = decltype(std::tuple_cat(std::declval<SerialVariants>(), std::declval<OpenMPVariants>(),
-                                                 std::declval<CudaPortableVariants>()));
 using PlannerVariants = decltype(std::tuple_cat(std::declval<PortableVariants>(), std::declval<CudaSpecVariants>()));
 
 // "portable on Serial", "cuda on Cuda": for INFO lines.

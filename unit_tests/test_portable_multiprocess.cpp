@@ -9,6 +9,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 
 #include "moonep/error.hpp"
 #include "moonep/reference.hpp"
@@ -19,10 +21,12 @@ using namespace moonep::test;
 
 namespace {
 
-template <class Mem>
+template <class Mem, class Exec>
 struct Job {
   explicit Job(int ranks, int procs) : buffer(ranks), processes(procs) {}
-  InProcessWorld<Mem> buffer;  // storage of every chunk (the "network")
+  // Storage of every chunk (the "network"); its copies run on the planner's
+  // execution space, the one these threads take turns on.
+  InProcessWorld<Mem, Exec> buffer;
   int processes;
   std::mutex turn;             // held by the one process running
   std::mutex m;
@@ -50,13 +54,13 @@ struct Job {
   }
 };
 
-template <class Mem>
+template <class Mem, class Exec>
 class ProcessWorld final : public World<Mem> {
  public:
   using typename World<Mem>::chunk_view;
   using typename World<Mem>::source_view;
   using typename World<Mem>::run_view;
-  ProcessWorld(Job<Mem>& job, std::vector<int> mine) : job_(job), mine_(std::move(mine)) {}
+  ProcessWorld(Job<Mem, Exec>& job, std::vector<int> mine) : job_(job), mine_(std::move(mine)) {}
   int size() const override { return job_.buffer.size(); }
   const std::vector<int>& local_ranks() const override { return mine_; }
   void allocate(std::int64_t n) override {
@@ -92,14 +96,30 @@ class ProcessWorld final : public World<Mem> {
   }
 
  private:
-  Job<Mem>& job_;
+  Job<Mem, Exec>& job_;
   std::vector<int> mine_;
 };
+
+// The portable variants but Kokkos::Threads: its kernels may be launched
+// only from the thread that initialized Kokkos (ThreadsInternal::start
+// refuses others), and these "processes" are threads of their own.
+template <class P>
+constexpr bool on_threads_backend() {
+#if defined(KOKKOS_ENABLE_THREADS)
+  return std::is_same<typename P::execution_space, Kokkos::Threads>::value;
+#else
+  return false;
+#endif
+}
+template <class... P>  // declared only: for decltype
+auto without_threads(std::tuple<P...>)
+    -> decltype(std::tuple_cat(std::declval<std::conditional_t<on_threads_backend<P>(), std::tuple<>, std::tuple<P>>>()...));
+using WorkerThreadVariants = decltype(without_threads(std::declval<PortableVariants>()));
 
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("processes planning their own ranks through put_runs alone give the reference plan",
-                        "[portable]", PortableVariants) {
+                        "[portable]", WorkerThreadVariants) {
   using Mem = typename TestType::memory_space;
   INFO(variant_name<TestType>());
   Config c;
@@ -111,7 +131,8 @@ TEMPLATE_LIST_TEST_CASE("processes planning their own ranks through put_runs alo
   Routing bad = routings[0];
   bad[3][5] = -4;  // rank 3 lives on process 2
 
-  Job<Mem> job(c.ranks, static_cast<int>(partition.size()));
+  using Exec = typename TestType::execution_space;
+  Job<Mem, Exec> job(c.ranks, static_cast<int>(partition.size()));
   // got[step][rank], and what each process saw for the bad step.
   std::vector<std::vector<HostRankPlan>> got(steps, std::vector<HostRankPlan>(c.ranks));
   std::vector<std::string> bad_messages(partition.size());
@@ -120,7 +141,7 @@ TEMPLATE_LIST_TEST_CASE("processes planning their own ranks through put_runs alo
     threads.emplace_back([&, p] {
       job.turn.lock();
       {
-        ProcessWorld<Mem> world(job, partition[p]);
+        ProcessWorld<Mem, Exec> world(job, partition[p]);
         TestType planner(c, world);
         auto mine = [&](const Routing& all) {
           Routing r;
@@ -161,8 +182,8 @@ TEMPLATE_LIST_TEST_CASE("processes planning their own ranks through put_runs alo
 TEST_CASE("the CUDA specialization refuses a world with ranks in other processes, naming the way out") {
   Config c;
   c.ranks = 4; c.experts = 16; c.topk = 2; c.tokens = 8; c.copy_slots = 2; c.token_padding = 2;
-  Job<Kokkos::CudaSpace> job(c.ranks, 1);
-  ProcessWorld<Kokkos::CudaSpace> world(job, {1, 2});
+  Job<Kokkos::CudaSpace, Kokkos::Cuda> job(c.ranks, 1);
+  ProcessWorld<Kokkos::CudaSpace, Kokkos::Cuda> world(job, {1, 2});
   std::string message;
   try {
     Planner<Kokkos::Cuda, CudaSpecialization> planner(c, world);

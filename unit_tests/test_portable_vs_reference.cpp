@@ -6,6 +6,8 @@
 #include "catch2_compat.hpp"
 
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "moonep/backend.hpp"
 #include "moonep/reference.hpp"
@@ -29,7 +31,25 @@ std::string check_same(const Config& c, const Routing& routing, bool give_tpe = 
   return plan_difference(expected, got);
 }
 
+// Whether one of the planners P... runs on Exec.
+template <class Exec, class... P>
+constexpr bool covers(std::tuple<P...>*) {
+  bool any = false;
+  for (bool on : {false, std::is_same<typename P::execution_space, Exec>::value...}) any = any || on;
+  return any;
+}
+
 }  // namespace
+
+TEST_CASE("the portable variants include Kokkos' default execution spaces", "[portable]") {
+  // The list is built from every backend Kokkos enables; whatever this Kokkos
+  // has, the spaces it runs by default (e.g. Kokkos::Threads in a Threads
+  // build, Cuda in a CUDA one) must be among them.
+  INFO("default " << Kokkos::DefaultExecutionSpace::name() << ", default host "
+                  << Kokkos::DefaultHostExecutionSpace::name());
+  CHECK(covers<Kokkos::DefaultExecutionSpace>(static_cast<PortableVariants*>(nullptr)));
+  CHECK(covers<Kokkos::DefaultHostExecutionSpace>(static_cast<PortableVariants*>(nullptr)));
+}
 
 TEMPLATE_LIST_TEST_CASE("every planner variant matches the reference on a randomized sweep", "[portable]", PlannerVariants) {
   INFO(variant_name<TestType>());

@@ -18,5 +18,12 @@ if(Python3_Interpreter_FOUND)
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_spack_recipe.py ${PROJECT_SOURCE_DIR}
             --inject-regressions)
   set_tests_properties(spack_recipe_directives_detect_regressions PROPERTIES
-    PASS_REGULAR_EXPRESSION "Spack recipe check failed:.*is conditioned on itself")
+    PASS_REGULAR_EXPRESSION "Spack recipe check failed:.*is conditioned on itself.*cmake_args raised NameError")
 endif()
+# The license: every source file carries the SPDX line of LICENSE
+# (unit_tests/check_spdx.cmake), and the check fails on files that lack it.
+add_test(NAME license_spdx_lines
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -P ${CMAKE_CURRENT_SOURCE_DIR}/check_spdx.cmake)
+add_test(NAME license_spdx_check_detects_missing
+  COMMAND ${CMAKE_COMMAND} -DSELF_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/spdx_self_test
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/check_spdx.cmake)

@@ -134,13 +134,17 @@ class WorldClaim {
 // never makes one rank wait for another inside a kernel, so barrier() only
 // has to finish pending work. All ranks are local and the world is
 // directly addressable: the portable planner puts nothing into it.
-template <class MemorySpace>
+// put_runs and barrier run on ExecutionSpace (by default the memory space's
+// own, e.g. Kokkos::Threads or OpenMP for HostSpace); a world driven from
+// threads other than the one that initialized Kokkos must name one that
+// allows it (Kokkos::Serial: Kokkos::Threads refuses such calls).
+template <class MemorySpace, class ExecutionSpace = typename MemorySpace::execution_space>
 class InProcessWorld final : public World<MemorySpace> {
  public:
   using typename World<MemorySpace>::chunk_view;
   using typename World<MemorySpace>::source_view;
   using typename World<MemorySpace>::run_view;
-  using execution_space = typename MemorySpace::execution_space;
+  using execution_space = ExecutionSpace;
 
   explicit InProcessWorld(int ranks) : ranks_(ranks), local_(ranks > 0 ? ranks : 0) {
     if (ranks < 1) throw InputError("InProcessWorld: ranks must be >= 1, got " + std::to_string(ranks));

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <string>
+#include <vector>
 
 #ifndef KOKKOS_VERSION
 #error "MoonEP: KOKKOS_VERSION is not defined; is Kokkos_Core.hpp too old?"
@@ -19,6 +20,51 @@
 #else
 #define MOONEP_KOKKOS_VOLATILE_JOIN 0
 #endif
+
+// MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(X): X(space) for every execution
+// space this Kokkos enables, in the manner of ArborX's device-type list:
+// the host spaces Serial, OpenMP and Threads, and the device spaces Cuda,
+// HIP and SYCL (under their Kokkos 4 names; Kokkos 3 had HIP, and Kokkos
+// before 4.5 SYCL, in Kokkos::Experimental). libmoonep instantiates the
+// portable phases for each (moonep/impl/portable_instances.hpp) and the
+// portable tests run over each (unit_tests/test_exec_spaces.hpp).
+#if defined(KOKKOS_ENABLE_SERIAL)
+#define MOONEP_KOKKOS_IF_SERIAL(X) X(Kokkos::Serial)
+#else
+#define MOONEP_KOKKOS_IF_SERIAL(X)
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+#define MOONEP_KOKKOS_IF_OPENMP(X) X(Kokkos::OpenMP)
+#else
+#define MOONEP_KOKKOS_IF_OPENMP(X)
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+#define MOONEP_KOKKOS_IF_THREADS(X) X(Kokkos::Threads)
+#else
+#define MOONEP_KOKKOS_IF_THREADS(X)
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+#define MOONEP_KOKKOS_IF_CUDA(X) X(Kokkos::Cuda)
+#else
+#define MOONEP_KOKKOS_IF_CUDA(X)
+#endif
+#if defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+#define MOONEP_KOKKOS_IF_HIP(X) X(Kokkos::HIP)
+#elif defined(KOKKOS_ENABLE_HIP)
+#define MOONEP_KOKKOS_IF_HIP(X) X(Kokkos::Experimental::HIP)
+#else
+#define MOONEP_KOKKOS_IF_HIP(X)
+#endif
+#if defined(KOKKOS_ENABLE_SYCL) && KOKKOS_VERSION >= 40500
+#define MOONEP_KOKKOS_IF_SYCL(X) X(Kokkos::SYCL)
+#elif defined(KOKKOS_ENABLE_SYCL)
+#define MOONEP_KOKKOS_IF_SYCL(X) X(Kokkos::Experimental::SYCL)
+#else
+#define MOONEP_KOKKOS_IF_SYCL(X)
+#endif
+#define MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(X)                                                   \
+  MOONEP_KOKKOS_IF_SERIAL(X) MOONEP_KOKKOS_IF_OPENMP(X) MOONEP_KOKKOS_IF_THREADS(X) MOONEP_KOKKOS_IF_CUDA(X) \
+  MOONEP_KOKKOS_IF_HIP(X) MOONEP_KOKKOS_IF_SYCL(X)
 
 namespace moonep::impl::compat {
 
@@ -52,6 +98,25 @@ class ProfilingRegion {
 template <class View>
 inline View uninitialized_view(const std::string& label, std::size_t n) {
   return View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+}
+
+// A host copy of a rank-1 view, in a std::vector.
+//
+// MoonEP's code declares no local View without a value (to be assigned
+// later, or never): with Kokkos' mdspan-based View (the default from Kokkos
+// 5.0; Kokkos_ENABLE_IMPL_VIEW_LEGACY=OFF from 4.6) GCC 12 leaves such a
+// View's allocation tracker zeroed instead of marked "no allocation", so
+// destroying or assigning over it dereferences a null record, at -O0 as at
+// -O2 (kokkos/kokkos#7464; clang 14 is unaffected). Copies that may or may
+// not be needed go to vectors instead.
+template <class View>
+inline std::vector<typename View::non_const_value_type> host_vector(const View& view) {
+  std::vector<typename View::non_const_value_type> out(view.extent(0));
+  Kokkos::deep_copy(
+      Kokkos::View<typename View::non_const_value_type*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(out.data(),
+                                                                                                  out.size()),
+      view);
+  return out;
 }
 
 }  // namespace moonep::impl::compat

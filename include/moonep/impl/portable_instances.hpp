@@ -15,10 +15,11 @@
 // launches a kernel is named in MOONEP_PORTABLE_PHASE_FUNCTIONS.
 #pragma once
 
+#include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/phase_b_root.hpp"
 #include "moonep/impl/phase_c2_destinations.hpp"
 #include "moonep/impl/phase_d_outputs.hpp"
-#include "moonep/impl/phase_a_local.hpp"
 
 // X(Exec, function) for each kernel-launching phase function.
 #define MOONEP_PORTABLE_PHASE_FUNCTIONS(X, Exec) \
@@ -38,24 +39,9 @@
 #define MOONEP_PORTABLE_INSTANTIATE_ONE(Exec, f) \
   template decltype(f<Exec>) f<Exec>;
 
-// X(Exec) for each execution space libmoonep instantiates the phases for.
-#if defined(KOKKOS_ENABLE_SERIAL)
-#define MOONEP_PORTABLE_FOR_SERIAL(X) X(Kokkos::Serial)
-#else
-#define MOONEP_PORTABLE_FOR_SERIAL(X)
-#endif
-#if defined(KOKKOS_ENABLE_OPENMP)
-#define MOONEP_PORTABLE_FOR_OPENMP(X) X(Kokkos::OpenMP)
-#else
-#define MOONEP_PORTABLE_FOR_OPENMP(X)
-#endif
-#if defined(KOKKOS_ENABLE_CUDA)
-#define MOONEP_PORTABLE_FOR_CUDA(X) X(Kokkos::Cuda)
-#else
-#define MOONEP_PORTABLE_FOR_CUDA(X)
-#endif
-#define MOONEP_PORTABLE_FOR_EACH_SPACE(X) \
-  MOONEP_PORTABLE_FOR_SERIAL(X) MOONEP_PORTABLE_FOR_OPENMP(X) MOONEP_PORTABLE_FOR_CUDA(X)
+// X(Exec) for each execution space libmoonep instantiates the phases for:
+// every one this Kokkos enables.
+#define MOONEP_PORTABLE_FOR_EACH_SPACE(X) MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(X)
 
 #define MOONEP_PORTABLE_EXTERN_SPACE(Exec) MOONEP_PORTABLE_PHASE_FUNCTIONS(MOONEP_PORTABLE_EXTERN_ONE, Exec)
 #define MOONEP_PORTABLE_INSTANTIATE_SPACE(Exec) MOONEP_PORTABLE_PHASE_FUNCTIONS(MOONEP_PORTABLE_INSTANTIATE_ONE, Exec)

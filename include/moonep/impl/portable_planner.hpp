@@ -190,11 +190,10 @@ class PortablePlanner {
   std::string host_message(std::size_t li, const input_view& routing, const input_view* tpe,
                            const input_view* tokens_per_rank) const {
     const int rank = world_.local_ranks()[li];
-    const Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_routing =
-        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), routing);
-    Kokkos::View<const std::int32_t*, Kokkos::HostSpace> h_tpe;
-    if (tpe) h_tpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *tpe);
-    std::int64_t len = static_cast<std::int64_t>(h_routing.extent(0));
+    // (Vectors, not host mirrors: compat::host_vector says why.)
+    const std::vector<std::int32_t> h_routing = compat::host_vector(routing);
+    const std::vector<std::int32_t> h_tpe = tpe ? compat::host_vector(*tpe) : std::vector<std::int32_t>();
+    std::int64_t len = static_cast<std::int64_t>(h_routing.size());
     std::int32_t tokens = config_.tokens;
     if (tokens_per_rank) {
       Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&tokens, 1),
@@ -204,7 +203,7 @@ class PortablePlanner {
     }
     try {
       validate_rank_input(config_, rank, h_routing.data(), len, tpe ? h_tpe.data() : nullptr,
-                          tpe ? static_cast<std::int64_t>(h_tpe.extent(0)) : 0, tokens);
+                          tpe ? static_cast<std::int64_t>(h_tpe.size()) : 0, tokens);
     } catch (const InputError& e) {
       return e.what();
     }

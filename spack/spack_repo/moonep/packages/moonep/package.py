@@ -27,6 +27,8 @@ class Moonep(CMakePackage, CudaPackage):
 
     maintainers("moonep")
 
+    license("Apache-2.0 WITH LLVM-exception")
+
     version("main", branch="main")
     version("0.1.0", tag="v0.1.0")
 
@@ -43,8 +45,15 @@ class Moonep(CMakePackage, CudaPackage):
     depends_on("nlohmann-json@3:", type="build")  # header-only, used privately
     depends_on("catch2@2.13:", type="build", when="+tests")
 
-    # Tested with Kokkos 3.4.01 and 4.6.01 (docs/building.md).
-    depends_on("kokkos@3.4:4.6")
+    # Tested (docs/building.md#tested-kokkos-versions): Kokkos 3.4.01 (Debian),
+    # 4.6.01, and Kokkos' development line of 2025-06-20 (4.6.99) with what 5.0
+    # turns on by default: C++20, the mdspan-based View, no deprecated code; it
+    # stands for 4.7 and 5.0. Kokkos' recipe refuses CUDA 13 up to 4.7.00, so
+    # +cuda concretizes with CUDA 12 (Kokkos up to 5.0) and 13 (4.7.01 to 5.0).
+    # spack/test_spack.sh (Spack 1.2.0.dev0, builtin packages of 2026-07) checks
+    # that: `+cuda cuda_arch=90` gives kokkos@5.0.2+cuda+wrapper with CUDA 13.0.88
+    # (and 12 with ^cuda@12), and installs and tests moonep over Kokkos 3.4.01.
+    depends_on("kokkos@3.4:5.0")
     depends_on("kokkos+serial", when="+serial")
     depends_on("kokkos+openmp", when="+openmp")
     depends_on("mpi", when="+mpi")
@@ -66,13 +75,14 @@ class Moonep(CMakePackage, CudaPackage):
             depends_on(f"kokkos+cuda cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
     # Device lambdas: a variant of Kokkos up to 4.x (always on from 5.0).
     requires("^kokkos+cuda_lambda", when="+cuda ^kokkos@:4")
+    # MoonEP's CUDA builds compile through Kokkos' nvcc_wrapper (the only way
+    # tested), and Kokkos' recipe refuses +cuda ~wrapper with GCC at build time.
+    depends_on("kokkos+wrapper", when="+cuda")
 
     def cmake_args(self):
         spec = self.spec
         args = [
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
-            # nvcc_wrapper where Kokkos was built with it, else Spack's compiler.
-            self.define("CMAKE_CXX_COMPILER", self["kokkos"].kokkos_cxx),
             self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
             self.define_from_variant("MoonEP_ENABLE_MPI", "mpi"),
             self.define_from_variant("MoonEP_ENABLE_CUDA", "cuda"),
@@ -82,6 +92,19 @@ class Moonep(CMakePackage, CudaPackage):
             # NVLink multicast has never been run: not offered as a variant.
             self.define("MoonEP_ENABLE_MULTICAST", False),
         ]
+        # nvcc_wrapper where Kokkos was built with it; otherwise Spack's compiler
+        # (the default). Only a Kokkos with its wrapper has kokkos_cxx to ask: for
+        # any other, Kokkos' recipe returns Spack's compiler wrapper, which an
+        # external Kokkos (a cluster's module) never gets (NameError); an external
+        # Kokkos built +wrapper has its own bin/nvcc_wrapper, but no
+        # kokkos-nvcc-wrapper dependency to ask.
+        if spec.satisfies("^kokkos+wrapper"):
+            kokkos = spec["kokkos"]
+            if kokkos.external:
+                cxx = join_path(kokkos.prefix.bin, "nvcc_wrapper")
+            else:
+                cxx = self["kokkos"].kokkos_cxx
+            args.append(self.define("CMAKE_CXX_COMPILER", cxx))
         if spec.satisfies("+cuda"):
             archs = spec.variants["cuda_arch"].value
             args.append(self.define("MoonEP_CUDA_ARCHITECTURES", ";".join(archs)))
