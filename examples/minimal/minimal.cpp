@@ -53,7 +53,8 @@ int main(int argc, char* argv[]) {
     std::printf("\n");
 
     // The reference planner is the executable spec: the plans must agree.
-    moonep::HostPlan portable{config, {}};
+    moonep::HostPlan portable;
+    portable.config = config;
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) portable.ranks.push_back(plan.to_host(i));
     const std::string diff = moonep::plan_difference(portable, moonep::plan_reference(config, routing));
     std::printf("portable vs reference: %s\n", diff.empty() ? "same plan" : diff.c_str());
