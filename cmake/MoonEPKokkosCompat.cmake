@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # MoonEPKokkosCompat.cmake — find Kokkos and Kokkos Kernels, and paper over
 # the packaging quirks of Debian's Trilinos build (Kokkos 3.4.01):
 #   * its imported target Kokkos::kokkos names "<prefix>/include" as include

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # MoonEPOptionalDeps.cmake — resolve the AUTO/ON/OFF options for MPI and CUDA.
 # Sets MoonEP_HAVE_MPI and MoonEP_HAVE_CUDA (ON/OFF). ON means "required":
 # a missing dependency is a configure error naming what to install.

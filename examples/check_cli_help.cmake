@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # docs/cli.md quotes `moonep-plan --help`; this test (cmake -P) fails when
 # the quote and the program's text drift apart.
 #   -DDOC=docs/cli.md -DPLANNER=<moonep-plan> [-DPROGRAM=moonep-layer]

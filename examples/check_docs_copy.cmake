@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # docs/api.md shows examples/minimal/minimal.cpp between two marker lines;
 # this test (cmake -P) fails when the two drift apart, so the documented
 # program is always the one CTest compiles and runs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # docs/spec/formats.md shows the worked example's problem file and the plan
 # moonep-plan writes for it (docs/concepts.md explains that plan line by
 # line). This test (cmake -P) plans the shown problem with the reference

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # CTest smoke test of run_sweeps.sh (cmake -P): runs the driver in --smoke
 # mode and checks the CSV it writes — the header names every common column,
 # every row fills all of them, and host_sweep gave a ragged step next to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // csv_report.hpp — the one CSV format every perf_tests bench appends to,
 // so perf_tests/run_sweeps.sh can collect every backend's sweep in one file
 // and plot them side by side.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # moonep_gpu_bench: time per planning step of the CUDA planner (virtual
 # ranks on one GPU), stream and CUDA-graph launches, against the floor of an
 # empty cooperative launch of the same grid. See README.md.

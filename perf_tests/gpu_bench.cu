@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep_gpu_bench — time per planning step of moonep::cuda::VirtualRankPlanner with R
 // virtual ranks on one GPU, measured with CUDA events over many back-to-back
 // steps, and again replayed from a CUDA graph (each the median of three

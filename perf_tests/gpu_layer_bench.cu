@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep_gpu_layer_bench: dispatch and combine of the CUDA specialization
 // (moonep::cuda::VirtualRankLayer, virtual ranks on one GPU) at one shape,
 // each replayed in a CUDA graph, next to a device-to-device copy of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // host_sweep — time per planning step on the host, all R ranks in this
 // process: the portable planner (Kokkos default execution space over an
 // InProcessWorld), the reference planner, and as a floor std::stable_sort

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # mpi_bench: time per step over the MPI worlds next to the in-process world
 # (run perf_tests/run_mpi_bench.sh). Included from perf_tests/CMakeLists.txt.
 if(NOT MoonEP_HAVE_MPI)

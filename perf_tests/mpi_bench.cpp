@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // mpi_bench — time per planning step of the portable planner over the MPI
 // worlds (one rank per process), and the same step over the in-process world
 // (all R ranks in one process) for comparison. One table row per world.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # plot_sweeps.sh CSV PNG [RANKS_PNG] — from a run_sweeps.sh CSV:
 #   PNG        time per step against S, one line per (backend, world, shape,
 #              full or ragged step);

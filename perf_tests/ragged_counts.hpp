@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // ragged_counts.hpp — the ragged step the perf_tests benches time next to
 // the full step of the same configuration (docs/spec/planning.md "Ragged
 // steps"), in one place so that host_sweep and moonep_gpu_bench time the

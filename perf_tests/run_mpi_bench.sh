@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Time per planning step: the MPI worlds (shared-memory window, MPI_Put) at
 # np 2 and 4, next to the in-process world with the same R, in one table.
 #

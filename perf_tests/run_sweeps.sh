@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # run_sweeps.sh — run the timing sweep of every backend present in a build,
 # collect them in ONE CSV, and plot time per step against S.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep_warp_latency: cycles per step of a dependent chain of the warp
 // primitives the planning kernels are built from (one warp, or one block of
 // 512 threads for __syncthreads), and the step of %globaltimer, which the

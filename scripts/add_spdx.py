@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/add_spdx.py [REPO] — puts the license's SPDX line at the top of
 # every source file git tracks that lacks it (the second line after a
 # shebang): the files unit_tests/check_spdx.cmake (CTest license_spdx_lines)

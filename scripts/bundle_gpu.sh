@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # bundle_gpu.sh [BUNDLE_DIR] — build what the GPU machine runs and collect it
 # into one relocatable folder (default ./.bundle) for a machine that has a
 # GPU and the CUDA driver but no Kokkos, MPI or Catch2. Two builds:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # bundle_openmpi.sh DEST — Debian's Open MPI 4.1 runtime (mpirun, orted,
 # its libraries, plugins and help files, PMIx, and every library they load)
 # copied under DEST, relocated with OPAL_PREFIX, for a machine without MPI

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/configure_build.sh — sourced by test.sh and demo.sh: configures the
 # build directory `build` (Release, Ninja) unless it already is, leaving
 # every MoonEP option at its default (MPI and CUDA are AUTO: on where found,

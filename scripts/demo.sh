@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/demo.sh — builds moonep-plan and plans one realistic skewed step:
 # a DeepSeek-V3-like MoE layer (256 experts, top-8) on 8 ranks with 4096
 # tokens each. It prints the load of every rank before planning (plain

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # gpu_ab.sh NAME[@REV][:CUDA_FLAGS] ... — build CUDA kernel variants for an
 # A/B on a GPU machine: builds of this checkout with other CUDA flags, or of
 # another revision (@REV, e.g. the commit before a kernel change), e.g.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # gpu_world_multi.sh N — the GPU world on N GPUs (2, 4 or 8), from a bundle
 # made by bundle_gpu.sh (run it from the bundle's root, as gpu_checks.sh).
 # Runs test_gpu_world with rank r on GPU r mod N (MOONEP_TEST_DEVICES: the

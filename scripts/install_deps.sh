@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/install_deps.sh — installs the Debian packages MoonEP needs to
 # build and test, and only those that are missing. As root it runs apt-get;
 # otherwise it prints the missing packages and the command to install them,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/test.sh — the whole test suite, exactly as CI runs it: installs
 # missing Debian packages, configures and builds `build`, and runs every
 # test through CTest. Exits non-zero if anything fails. Works from any

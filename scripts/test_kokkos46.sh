@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/test_kokkos46.sh [LEG...] — MoonEP against upstream Kokkos 4.6.01
 # and Kokkos' development line (scripts/test.sh covers Debian's Kokkos 3.4). .ci/run runs it after
 # test.sh when the shared Kokkos folder exists; developers can run it too.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/test_sanitizers.sh — the test suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer: configures and builds build-asan
 # (-O1 -g1, -fsanitize=address,undefined, no CUDA), then runs every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # spack/test_spack.sh — the recipe under a real Spack, offline, as a cluster
 # user would run it (spack/README.md#a-real-spack-run-scripted):
 #   setup    Spack from $MOONEP_SHARED_DIR/spack (its README): Spack core, the

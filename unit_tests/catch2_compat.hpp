@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Catch2 2.x (single header, Debian's catch2 2.13) or Catch2 3.x, whichever
 // is installed. Tests include this instead of a Catch2 header.
 #pragma once

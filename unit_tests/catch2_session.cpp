@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Catch2's session, compiled once for every test binary: with Catch2 2.x
 // the single header's whole implementation is compiled where
 // CATCH_CONFIG_RUNNER is defined, the slowest compile of a test binary

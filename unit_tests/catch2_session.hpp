@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The test binaries' entry into Catch2 (catch2_session.cpp): runs every
 // test case of the binary with Catch2's command line; the exit code to
 // return from main.

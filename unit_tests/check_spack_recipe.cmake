@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # check_spack_recipe.cmake — run with `cmake -DSOURCE_DIR=<repo> -P ...`.
 # Fails when the Spack recipe and the CMake options drift apart:
 #   * every MoonEP_* define in the recipe's cmake_args must be a CMake option

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks the Spack recipe without Spack: stands in minimal versions of the
 modules it imports (spack.package and Spack's CMakePackage/CudaPackage),
 loads the recipe, and checks what it declares the way the Kokkos-ecosystem

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # check_spdx.cmake — every source file of the repository carries the line
 #   SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # on its first line, or its second after a shebang (LICENSE has the text).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shared by the MPI test binaries (run under mpirun, every process runs
 // every test case): the worlds to test and small MPI helpers.
 #pragma once

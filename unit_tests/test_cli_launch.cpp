@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 2: a process that an MPI launcher started as one of
 // several, but without --world mpi, must not plan every rank alone and
 // write the plan as if it were the only one. moonep-plan reads the

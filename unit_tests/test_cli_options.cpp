@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's command line (src/tools/plan_options.cpp): the copy-slot
 // count of a synthetic step without --copy-slots; --multicast, the GPU
 // world's opt-in, only with --world gpu.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's summary pieces (src/tools): adaptive time units, the
 // compact per-rank table for many ranks, and the progress line, which only
 // appears once a run has taken longer than its threshold.

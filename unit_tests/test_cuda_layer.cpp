@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::cuda::VirtualRankLayer (moonep/cuda_layer.hpp) against the
 // reference layer (moonep/layer_reference.hpp), bit for bit: dispatch's
 // recv and recv_w (filled slots, zeroed padding, untouched tail) and

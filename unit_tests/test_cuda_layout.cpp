@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A planning block's tables as the CUDA kernel lays them out (table_layout.hpp,
 // plain C++), checked on the host so CI covers it without a GPU: every
 // region 16-byte aligned and large enough, no two regions of the same time

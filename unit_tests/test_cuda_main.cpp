@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Main of the CUDA test binaries: the shared test main (Kokkos + Catch2
 // session) behind a GPU check, so that a machine without a visible GPU
 // skips (exit 77, CTest SKIP_RETURN_CODE) instead of failing. No test may

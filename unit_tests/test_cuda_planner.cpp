@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The CUDA planner against the reference planner, bit for bit (dup
 // structures as sets): a randomized sweep over R, E, S, K, B, tp and every
 // routing shape; repeated runs; reuse across steps; bad input on the device;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 5: error lines quote the input, so the input must not be
 // able to drive the terminal (ESC, BEL), cut the message (NUL) or flood it
 // (a 1 MB key, a 1,000,000-digit number). moonep::printable and

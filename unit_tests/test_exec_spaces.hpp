@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The planners every test_portable_* test runs over, in the manner of Kokkos
 // Kernels' TestExecSpace headers and ArborX's device-type lists: the
 // portable phases on each execution space this Kokkos has enabled (Serial,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable fetch and reduce (moonep/expert_copies.hpp,
 // InProcessExpertCopies) on every host execution space against
 // fetch_reference and reduce_reference, bit for bit: copies are the owners'

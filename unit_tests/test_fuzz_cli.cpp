@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Fuzz smoke test of moonep-plan (issue 19): a few hundred deterministic
 // mutations of unit_tests/cli/problems/good.json (byte flips, truncations,
 // duplicated spans, huge and odd numbers, control bytes, deep nesting,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU world (one launch per rank over a VMM-mapped symmetric buffer)
 // against the reference planner, bit for bit: R ranks on one device
 // ({0, 0, ...}: each rank its own allocation, stream and launch), with GPU

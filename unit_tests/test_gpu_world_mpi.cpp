@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU world with one MPI process per rank (moonep/gpu_world_mpi.hpp),
 // under mpirun: process r plans rank r on GPU r mod (visible GPUs), all on
 // one GPU where there is one (each process its own context). Every process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Planner<Kokkos::Cuda, moonep::OnGpuWorld> (moonep/impl/gpu_world_planner.hpp)
 // against the reference planner, bit for bit: every rank its own launch
 // over a moonep::cuda::GpuWorld on the execution space's GPU, the plan views

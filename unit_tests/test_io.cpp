@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The file formats of docs/spec/formats.md: good problems parse, plans
 // round-trip exactly, every malformed or invalid input is one InputError line
 // naming the place, and writes are all-or-nothing.

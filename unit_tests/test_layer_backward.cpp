@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The reference layer's backward (docs/spec/layer.md "Combine's backward",
 // "Dispatch's backward") against the direct formulas of the identity layer
 // (gy = w*g in each entry's slot, gw = <g, x>, gx = sum_k w*g), bit for bit

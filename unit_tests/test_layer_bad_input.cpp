@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bad input to the reference layer (docs/spec/layer.md "Bad input"): one
 // InputError line naming what is wrong, thrown before anything is written
 // (every output buffer keeps its bits), and the plan stays usable. A

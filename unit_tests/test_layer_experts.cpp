@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Expert copies (docs/spec/layer.md "Expert copies", "The linear layer"):
 // fetch's copies are the owners' bits, reduce adds in increasing d then b,
 // a remote expert without a copy is refused, and the linear layer run

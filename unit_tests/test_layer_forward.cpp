@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The reference layer's dispatch and combine (docs/spec/layer.md) against
 // the direct MoE computation (support/layer_cases.hpp): identity experts,
 // every element type, exact data bit for bit and random data within the

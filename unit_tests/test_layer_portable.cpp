@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable layer operations (moonep/layer.hpp, InProcessLayer) on
 // every host execution space against the reference layer, bit for bit:
 // dispatch's recv and recv_w, combine's out (weighted and not), combine's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Custom Catch2 main: Kokkos (and MPI, when a test binary needs it) must be
 // initialised around the whole session, not per test. The session itself
 // is catch2_session.cpp's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 3: a tiny file must not make moonep-plan take gigabytes.
 // Cheap checks come before any allocation sized by the input, and the
 // whole run's memory is estimated first and refused past --memory-limit

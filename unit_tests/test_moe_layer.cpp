@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The linear MoE layer through the library's operations
 // (moonep/moe_layer.hpp, InProcessMoeLayer: plan, fetch, dispatch, one GEMM
 // per group, combine, and the backward down to reduce) on every host

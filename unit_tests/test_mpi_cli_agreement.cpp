@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 2, as a user meets it: moonep-plan processes under mpirun
 // that were started differently. Before, they hung until killed (leaving
 // shared-memory files) or wrote a plan mixed from two files with exit 0.

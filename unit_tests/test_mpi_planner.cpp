@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable Planner over both MPI worlds, one rank per process: every
 // process computes the reference plan of the whole problem itself (cheap at
 // these sizes) and compares its own rank's plan bit for bit; one planner is

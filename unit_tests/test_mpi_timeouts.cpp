@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 2, in the library: MPI worlds whose processes disagree, or
 // whose peer does not come, fail with a RuntimeError on every process that
 // is there, within the world's timeout, instead of waiting forever. Run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The World contract (moonep/world.hpp) for both MPI worlds, under mpirun
 // with 1..4 processes: puts land after a barrier, chunks are addressed by
 // (rank, offset), all_ok agrees, communicators are duplicated (also a split

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // NumPy .npy reading and writing (src/io/npy.hpp): the bytes numpy writes
 // are read back (versions 1.0 and 2.0, float32 and float64, any shape), our
 // own files round-trip and have numpy's layout, and every malformed or

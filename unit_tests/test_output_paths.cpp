@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 19, part 1: --output / write_plan_file on paths that are not plain
 // files. A device or FIFO is written through and stays what it was, a
 // symlink stays a symlink and its target is replaced atomically, and

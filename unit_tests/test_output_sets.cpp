@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Issue 39, items 1-3 and the small ones: moonep-plan's outputs as a user
 // meets them. A signal while a file is written leaves no temporary file
 // (the child is signalled the moment its temporary file is first written

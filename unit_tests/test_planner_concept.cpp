@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The planner interface (moonep/impl/planner_concept.hpp) accepts every
 // implementation this build has and refuses a type that misses any one of
 // its parts: a planner without local_ranks(), one whose plan() returns a

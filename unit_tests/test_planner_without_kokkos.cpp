@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A Planner made before Kokkos::initialize is a clear RuntimeError (not an
 // abort inside Kokkos), and the world it was given stays usable: once Kokkos
 // runs, a planner on the same world plans like the reference. Own main: this

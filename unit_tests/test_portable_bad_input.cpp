@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bad input (docs/spec/planning.md "Bad input") is rejected with InputError
 // naming the field, rank and index, and the planner plans correctly
 // afterwards, on every planner variant (test_exec_spaces.hpp). The portable

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every planner variant names its Kokkos Tools regions and kernels after the
 // path and phase they belong to, so timelines show where a step goes and
 // which path ran:

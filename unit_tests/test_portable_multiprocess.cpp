@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The phases over a world shaped like an MPI job: several "processes"
 // (threads), each planning only its own local ranks, no direct addressing
 // (data moves through put_runs alone, like MPI_Put across nodes), and

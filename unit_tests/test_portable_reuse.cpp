@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // One Planner reused across many steps gives the same plans as a fresh
 // planner per step (no state leaks from one step into the next), for every
 // planner variant (test_exec_spaces.hpp).

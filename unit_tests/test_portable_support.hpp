@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shared by the test_portable_* binaries: routings of the shapes the spec
 // singles out, and one-call helpers that plan every rank with a Planner of
 // any variant (test_exec_spaces.hpp) over an InProcessWorld.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every Planner variant (test_exec_spaces.hpp: the portable phases on each
 // enabled execution space, the CUDA specialization on Kokkos::Cuda) against
 // the reference planner (the executable spec): bit-exact plans (dup

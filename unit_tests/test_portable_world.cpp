@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // InProcessWorld's operations as the planner relies on them (on the memory
 // space of every enabled execution space), the portable backend through the
 // HostPlanner interface, and what every planner variant keeps in place from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // docs/spec/planning.md "Bad input" at the API level: every rule is rejected
 // with a moonep::InputError whose one-line message names the field (and rank
 // and index where they apply), and nothing is left half done: a valid plan

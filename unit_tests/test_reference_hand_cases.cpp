@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Plans worked out by hand from docs/spec/planning.md, step by step, in the
 // comments above each case; the expected arrays were written from those
 // derivations, never from running the planner. Each case targets particular

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The invariant checker catches broken plans (each mutation of a correct plan
 // is named), and the reference planner satisfies every invariant over a
 // seeded sweep of a few hundred problems, edge shapes included.

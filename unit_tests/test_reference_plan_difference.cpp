@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // plan_difference: exact on every output but the dup structures, which are
 // compared as sets of (primary, duplicates in k order) groups because their
 // row order may vary (docs/spec/planning.md step 8).

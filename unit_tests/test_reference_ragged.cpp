@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ragged steps (docs/spec/planning.md "Ragged steps") in the reference
 // planner: counts of S are the full step, the validation of the counts, and
 // a seeded sweep checking every invariant with CAP_r. The hand-computed

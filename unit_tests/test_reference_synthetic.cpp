@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // synthetic_routing and count_tokens_per_expert (moonep/synthetic.hpp):
 // deterministic in the seed, well-formed routings, K distinct experts per
 // token when K <= E, and skew that grows with the imbalance.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Reference planner (the executable spec), validation, plan comparison,
 # synthetic routings. support/plan_invariants.cpp is the reusable invariant
 # checker, compiled once (moonep_plan_invariants); other backends' tests link it too.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # CUDA specialization tests: only when MoonEP is built with CUDA. Their main
 # (test_cuda_main.cpp) exits 77 when no GPU is visible, which CTest reports
 # as skipped.

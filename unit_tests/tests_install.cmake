@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The installed package: `cmake --install` this build into a temporary
 # prefix, then build and run a downstream project with find_package(MoonEP).
 set(_install_extra "")

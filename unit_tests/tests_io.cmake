@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # File formats (src/io) and the moonep-plan command line (src/tools).
 moonep_add_test(test_io test_io.cpp)
 find_package(nlohmann_json 3.2 REQUIRED)  # the JSON checks of the CLI tests

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The layer operations (docs/spec/layer.md): the reference against the
 # direct MoE computation, its backward, the expert copies, bad input.
 moonep_add_test(test_layer

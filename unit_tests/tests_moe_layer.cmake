@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The linear MoE layer through the library's operations
 # (moonep/moe_layer.hpp) against the direct layer; with Kokkos Kernels'
 # gemm where the build has it, and the portable kernel.

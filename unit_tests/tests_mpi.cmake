@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # MPI worlds (and, with the portable planner, planning over them), run under
 # mpirun with 1..4 processes. Each binary is one Catch2 session per process;
 # the main initialises MPI and makes every rank agree on the exit code.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The portable (Kokkos) planner and its in-process world.
 moonep_add_test(test_portable_vs_reference test_portable_vs_reference.cpp $<TARGET_OBJECTS:moonep_plan_invariants>)
 moonep_add_test(test_portable_reuse test_portable_reuse.cpp)

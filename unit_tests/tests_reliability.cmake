@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Issue 19 (reliability): special output paths, hostile input, memory
 # limits, MPI agreement, and a fuzz smoke test of moonep-plan. The tests
 # that run moonep-plan find it, and the CLI test problems, through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The Spack recipe's variants and cmake_args against our CMake options.
 add_test(NAME spack_recipe_matches_cmake_options
   COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The smallest complete MoonEP program (shown in docs/api.md): plan one step
 // of 4 virtual ranks in this process with the portable planner, read one
 // rank's plan, and check the whole plan against the reference planner.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The same layer without expert parallelism, on the host with plain loops
 // (no plan, no Kokkos Kernels), docs/spec/layer.md "The linear layer":
 // out[r][s] = sum_k w * X[r][s] W_e, and given g = d out:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The layer's data: token activations X [R][S][H], routing weights
 // w [R][S][K] (each token's K weights sum to 1) and expert weights
 // W [E][H][H'], all in the execution space's memory. Values come from a

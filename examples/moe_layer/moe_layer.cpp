@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A linear MoE layer on R virtual ranks in one process, driven by MoonEP:
 //
 //   routing -> plan (moonep::Planner over an InProcessWorld)

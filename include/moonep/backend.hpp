@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/backend.hpp — one interface over every planner implementation, for
 // code that holds its problem in host memory: moonep-plan, the tests, the
 // perf_tests. Library users on a device use the backend's own API

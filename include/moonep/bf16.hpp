@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/bf16.hpp — bfloat16 on the host: 16 bits (sign, 8 exponent bits,
 // 7 fraction bits), the upper half of an IEEE float. The reference layer
 // (moonep/layer_reference.hpp) moves it as bits and computes in float; this

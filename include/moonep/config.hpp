@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/config.hpp — the shape of one planning problem
 // (docs/spec/planning.md, "Terms") and the quantities derived from it.
 #pragma once

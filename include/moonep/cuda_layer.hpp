@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/cuda_layer.hpp — the CUDA specialization of dispatch and combine
 // (docs/spec/layer.md) for the virtual ranks of a
 // moonep::cuda::VirtualRankPlanner (moonep/cuda_planner.hpp): every rank's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/cuda_planner.hpp — the CUDA specialization: the whole plan of a
 // step (docs/spec/planning.md steps 1-8) in ONE cooperative kernel launch, for codes
 // that hold their routing in device memory. Only usable when MoonEP was

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/error.hpp — the exceptions MoonEP throws, and how text from outside
 // (input bytes, file names) is made safe to put into their messages.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/expert_copies.hpp — fetch and reduce (docs/spec/layer.md "Expert
 // copies") as Kokkos kernels, for the plan of an in-process world (every
 // rank's parameters are one view whose first extent is the rank). The

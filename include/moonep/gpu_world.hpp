@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world.hpp — one GPU per rank: R ranks, each planning its own
 // part of a step in its own cooperative launch on its own device and
 // stream, meeting the other ranks only through the symmetric buffer. Only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world_mpi.hpp — the GPU world with one MPI process per rank
 // (moonep/gpu_world.hpp): process r of `comm` plans rank r on `device`.
 // Only when MoonEP was built with CUDA and MPI.

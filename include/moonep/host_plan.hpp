@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/host_plan.hpp — a plan in host memory (std::vector), the common
 // currency of the reference planner, the file formats and the tests.
 #pragma once

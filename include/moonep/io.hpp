@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/io.hpp — the interchange formats of docs/spec/formats.md: the problem
 // file (a configuration, a routing and optionally tokens_per_expert) and the
 // plan file (one HostPlan). Readers reject anything malformed with one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/layer.hpp — dispatch, combine and their backward
 // (docs/spec/layer.md) as Kokkos kernels, for the plan of an in-process world (moonep::InProcessWorld: every
 // rank in this process, so every rank's buffers are one view whose first

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/layer_reference.hpp — the reference layer operations: docs/spec/layer.md
 // over a HostPlan of all ranks, serial and written for clarity. It is the
 // executable spec every faster path is tested against, and what moonep-layer

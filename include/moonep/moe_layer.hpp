@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/moe_layer.hpp — the linear MoE layer (docs/spec/layer.md "The
 // linear layer") through the library's operations, for the plan of an
 // in-process world: fetch (InProcessExpertCopies), dispatch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/moonep.hpp — everything MoonEP offers, in one include.
 #pragma once
 

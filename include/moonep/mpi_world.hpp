@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/mpi_world.hpp — Worlds whose ranks are MPI processes, one rank per
 // process (rank = the process's rank in the communicator it was given).
 //

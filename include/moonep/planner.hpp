@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/planner.hpp — the library API for routing held in Kokkos views:
 // moonep::Planner<ExecutionSpace, Path> plans one step of the process's
 // local ranks of a world on the execution space.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/reference.hpp — the reference planner: docs/spec/planning.md steps 1-8
 // for all ranks at once, serial and written for clarity. It is the executable
 // spec every faster backend is tested against.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/synthetic.hpp — realistic synthetic routings for the demo, the
 // tests and the perf_tests: expert popularity is lognormal, so a few experts
 // are hot, as after a router's first training steps.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/world.hpp — the ranks a planner runs over, and the one symmetric
 // buffer they exchange data through.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the hooks through which each backend directory registers its
 // HostPlanner with the registry in backends.cpp. The portable backend is
 // always compiled (src/portable/host_planner.cpp); the CUDA backend is

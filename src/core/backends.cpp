@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Backend registry: names, availability, and the HostPlanner factory. Each
 // backend contributes a make_*_host_planner function from its own directory;
 // the ones not compiled in are reported as unavailable with the reason.

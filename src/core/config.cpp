@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Configuration checks of docs/spec/planning.md "Bad input" and derived sizes.
 #include "moonep/config.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Plan comparison: exact for every output but the dup structures, whose row
 // order may vary (docs/spec/planning.md step 8) and are compared as sets of
 // groups.

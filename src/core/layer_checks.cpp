@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The reference layer's plan checks (docs/spec/layer.md "Bad input"): a plan
 // that passes can be applied without any index leaving its buffer.
 #include "core/layer_checks.hpp"

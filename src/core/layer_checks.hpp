@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the bad-input checks of the reference layer (docs/spec/layer.md
 // "Bad input"), and the decoding every operation shares.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Stands in for src/cuda_specializations when MoonEP is built without CUDA.
 #include "backend_factories.hpp"
 #include "moonep/error.hpp"

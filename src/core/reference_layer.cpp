@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The reference layer operations: docs/spec/layer.md as serial C++ over a
 // HostPlan of all ranks. The code follows the contract's transport (rows
 // per primary, the dispatch epilogue and combine prologue through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The reference planner: docs/spec/planning.md steps 1-8, serial, for all ranks
 // at once. Each step is a function named after it; the data flow between them
 // is spelled out in plan_reference() at the bottom. Clarity over speed.

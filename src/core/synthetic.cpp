@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Synthetic routings with lognormal expert popularity. The generator is our
 // own (splitmix64 + Box-Muller) so a seed gives the same routing with every
 // compiler and standard library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Input checks shared by every backend (docs/spec/planning.md "Bad input").
 // They run before any planner touches shared state.
 #include <sstream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: what the benchmark (perf_tests/gpu_bench.cu) and the floor test
 // reach that users do not: the planners' launch shape and the phase-trace
 // buffer (in libmoonep, for PlannerAccess is a friend of both planners),

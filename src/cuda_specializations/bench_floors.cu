@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // bench_access.hpp's FloorLaunches: the floor kernels launched with a
 // planner's shape (the moonep_cuda_bench library).
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the one definition of a planning block's tables, as an X-macro
 // list (no code): table_layout.hpp places them, kernel_params.hpp's
 // TableRegions carries their offsets to the kernel, steps/tables.cuh's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The CUDA backend in the registry (src/core/backends.cpp): a HostPlanner
 // over moonep::cuda::VirtualRankPlanner with R virtual ranks on the current
 // GPU. Input is validated on the host before it is staged, so a bad routing

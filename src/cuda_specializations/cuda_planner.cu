@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::cuda::VirtualRankPlanner: buffers, launch, error reporting and copy-out for
 // the planning kernel with R virtual ranks on one GPU.
 #include <algorithm>

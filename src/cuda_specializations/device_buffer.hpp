@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: device memory owned by an object (freed with it, also when a
 // constructor throws part-way), and the staging of whole problems from host
 // memory that both host planners of the CUDA specialization do (the

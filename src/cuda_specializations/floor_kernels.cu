@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The floors a planning step is measured against (perf_tests/gpu_bench.cu),
 // launched with the planning kernel's grid, block size and shared memory:
 // - empty_kernel: an empty cooperative launch, what any one-launch planner

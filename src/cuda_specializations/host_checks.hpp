@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the host-side checks of the CUDA specialization, for .cu and
 // plain C++ files alike, moonep-plan's GPU world included (launch_setup.hpp
 // holds the device declarations a .cpp cannot include). Defined in

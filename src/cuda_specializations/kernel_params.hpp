@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: what the host tells the planning kernel (plan_step_kernel.cu),
 // and the tuning policy both sides size things with. Plain C++ (no CUDA
 // headers needed) so the host side that computes layouts compiles anywhere.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // launch_setup.hpp: the kernel and grid choice, the chunk layouts, the
 // cooperative launch and the status report both planning hosts share.
 #include "launch_setup.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: what both hosts of the planning kernels share, the virtual-rank
 // VirtualRankPlanner (cuda_planner.cu: R ranks in one launch) and the GpuWorld
 // (gpu_world/gpu_world.cu: one launch per rank): which kernel runs a shape with how

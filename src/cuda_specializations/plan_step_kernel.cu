@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The planning kernel: the schedule that runs docs/spec/planning.md steps
 // 1-8 (the step library in steps/, one file per step) for the ranks of one
 // cooperative launch, with ONE cross-block barrier per step. Every block

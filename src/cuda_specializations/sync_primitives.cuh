@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the synchronisation the planning kernel is built on.
 // - rank counters: monotonically increasing arrival counters in the
 //   symmetric buffer, compared against (epoch+1)*arrivals with wrap-around

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: where one planning block's tables (plan_step_kernel.cu) lie,
 // generated from their one definition, MOONEP_BLOCK_TABLES
 // (block_tables.hpp), as are the launch parameters' regions (TableRegions,

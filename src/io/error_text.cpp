@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // printable() and one_line_message() of moonep/error.hpp: text from outside
 // made safe and short enough for a one-line error message.
 //

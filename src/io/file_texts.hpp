@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the texts of the file formats (docs/spec/formats.md) as
 // producers for OutputFiles (output_set.hpp), so that a command can write
 // a plan file and a problem file as one.

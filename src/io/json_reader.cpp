@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Typed JSON access with precise, one-line error messages.
 #include "json_reader.hpp"
 

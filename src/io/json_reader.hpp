@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: typed access to a parsed JSON document with error messages that
 // name the exact place ("routing[2][7]: expected an integer expert id, got
 // \"x\""). Every failure is a one-line moonep::InputError.

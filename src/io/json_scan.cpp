@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // JsonScan (json_scan.hpp).
 #include "json_scan.hpp"
 

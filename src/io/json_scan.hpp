@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: one pass over JSON text as it is read, before it is parsed:
 // what the parsed document will cost (values, object members, string
 // bytes), and the first byte that shows the text cannot be the JSON

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Compact JSON text for integer data.
 #include "json_writer.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: appending compact JSON numbers and integer arrays to text being
 // written. Plans hold up to billions of integers, so the writers build text
 // directly instead of going through a JSON DOM, and a file is streamed in

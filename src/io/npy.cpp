@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // NumPy .npy reading and writing; see npy.hpp. The header is a Python dict
 // literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // padded with spaces and ending in a newline (numpy's format.py); this file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: NumPy .npy files (format versions 1.0 and 2.0), as moonep-layer
 // reads and writes them: little-endian float32 ('<f4') or float64 ('<f8'),
 // C order, any shape. Anything else (another dtype, big-endian, Fortran

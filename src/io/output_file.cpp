@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Output paths (output_file.hpp): what a path leads to, decided before
 // anything is written.
 #include "output_file.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: where an output path really leads, and writing text there.
 //
 // "-" is standard output. Otherwise the path is followed as open(2) would

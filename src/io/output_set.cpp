@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Several outputs written as one (output_set.hpp): checked first, staged in
 // temporary files, put in place together.
 #include "output_set.hpp"

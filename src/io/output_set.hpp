@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: several output files written as one, and checked before the work
 // that produces them. moonep-plan's --output and --save-problem go through
 // it; any command writing files (moonep-layer's .npy outputs) should too.

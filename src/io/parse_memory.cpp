@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::problem_parse_memory: what parse_problem will hold, estimated
 // from the text alone, so that a caller can refuse a file before the JSON
 // document is built (a document costs far more than its text: "1," is two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The plan file of docs/spec/formats.md: writing (one rank's plan per line)
 // and reading back with a check of every array's shape.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The problem file of docs/spec/formats.md: reading (with every check of
 // docs/spec/planning.md "Bad input") and writing.
 #include <string>

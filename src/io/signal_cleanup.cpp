@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Temporary files removed on a signal (signal_cleanup.hpp). The handler
 // only reads fixed arrays and calls unlink, sigaction and raise, all
 // async-signal-safe.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: temporary files that a signal must not leave behind.
 //
 // A file registered here is removed when the process is ended by SIGINT,

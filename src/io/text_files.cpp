@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Whole-file reads and all-or-nothing writes (POSIX). Where an output path
 // leads is output_file.cpp's to decide; this file reads and writes bytes.
 #include "text_files.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: whole-file reads and all-or-nothing writes.
 #pragma once
 

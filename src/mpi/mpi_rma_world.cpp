@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // MpiRmaWorld: each rank's chunk is its part of an MPI_Win_allocate window;
 // data reaches a peer only through MPI_Put, completed by barrier().
 #include <climits>

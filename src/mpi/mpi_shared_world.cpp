@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // MpiSharedWorld: one MPI-3 shared-memory window holds every rank's chunk,
 // so a process reads and writes its peers' chunks with plain loads and
 // stores, exactly like the in-process world.

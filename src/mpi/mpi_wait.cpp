@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bounded waits for MPI requests (moonep/mpi_world.hpp): MPI's blocking
 // collectives wait forever for a peer that never comes, so the worlds and
 // moonep-plan start the nonblocking form and poll it against a deadline.

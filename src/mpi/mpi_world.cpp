@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What both MPI worlds share: communicator duplication, error handling,
 // window lifetime, allocate/all_ok, and the factory. Every collective is
 // started nonblocking and waited for within the timeout (wait()), or entered

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable backend's HostPlanner: every rank of the problem planned in
 // this process by the portable phases on the default execution space,
 // moonep::Planner<Kokkos::DefaultExecutionSpace, PortablePhases>, over an

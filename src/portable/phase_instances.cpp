@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The one instantiation of the portable phases' kernels for every enabled
 // execution space (see moonep/impl/portable_instances.hpp for why).
 #define MOONEP_PORTABLE_INSTANTIATING

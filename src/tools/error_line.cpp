@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The commands' error line; see error_line.hpp.
 #include "error_line.hpp"
 

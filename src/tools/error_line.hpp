@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to the commands (moonep-plan, moonep-layer): their one error line
 // on standard error and the exit status every failure ends in.
 #pragma once

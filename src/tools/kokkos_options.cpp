@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kokkos' own options (kokkos_options.hpp).
 #include "kokkos_options.hpp"
 

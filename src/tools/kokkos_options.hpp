@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to the command-line tools: Kokkos' own --kokkos-* options,
 // checked before they reach Kokkos::initialize. Kokkos reads their values
 // with std::stoi, so "--kokkos-threads=abc" ended a run with "error: stoi"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: Kokkos initialized for the lifetime of an object,
 // with only the --kokkos-* options (Kokkos would otherwise react to ours,
 // e.g. print its own --help).

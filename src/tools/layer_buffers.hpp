@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-layer: its flat C-order arrays (doubles read from or
 // written to .npy files) as the reference layer's per-rank buffers of the
 // computation's element type, and back.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer --experts on --backend reference: the linear layer
 // (docs/spec/layer.md "The linear layer") over the reference operations:
 // fetch_reference, dispatch_reference, one GEMM per non-empty group,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer's command line; see layer_options.hpp. The reference and
 // portable backends on the in-process world run the layer today: the other
 // backend and worlds are named (so that scripts written for them get a

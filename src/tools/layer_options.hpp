@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-layer: its command line (docs/cli.md "moonep-layer").
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer --backend portable: the step on Kokkos' default execution
 // space, planned by moonep::Planner over an InProcessWorld (its automatic
 // path: the portable phases, or the CUDA specialization where Kokkos::Cuda

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer's step; see layer_run.hpp. Files hold float32 (or float64)
 // values; the computation runs in the --dtype element type, here over the
 // reference layer (moonep/layer_reference.hpp; the portable backend is

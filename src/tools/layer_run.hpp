@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-layer: one layer step on files (docs/layer_cli.md).
 #pragma once
 

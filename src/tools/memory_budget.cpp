@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's memory estimate and limit (memory_budget.hpp).
 //
 // The estimate counts the arrays each phase allocates, from the code that

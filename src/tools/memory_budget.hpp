@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: how much memory a run will take, estimated before
 // anything sized by the input is allocated, and the limit it must stay
 // under (--memory-limit). A tiny file can describe a problem of many GiB

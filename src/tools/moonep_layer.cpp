@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer: one MoE layer step on .npy files (docs/cli.md "moonep-layer",
 // docs/spec/layer.md). Every failure ends here as one line
 // "moonep-layer: error: ..." on standard error and exit status 2 (bad usage

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan: plans a problem file or a synthetic step (docs/spec/formats.md).
 // Every failure ends here as one line "moonep-plan: error: ..." on standard
 // error and exit status 2 (bad usage or input) or 1 (runtime failure).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Detecting an MPI launch from the environment (mpi_launch.hpp). No MPI
 // call: the process that refuses must not join MPI at all, so that mpirun
 // sees it exit non-zero and ends the job instead of leaving the others

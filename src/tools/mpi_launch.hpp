@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: was this process started as one of several MPI
 // processes (mpirun, mpiexec, srun)? Such a process without --world mpi
 // would plan every rank alone and write the plan itself, once per process,

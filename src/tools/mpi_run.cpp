@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The stages every run of one MPI process per rank shares (mpi_run.hpp).
 #include "mpi_run.hpp"
 

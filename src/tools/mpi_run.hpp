@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: what the runs of one MPI process per rank share
 // (--world mpi, world_mpi.cpp; --world gpu under an MPI launch,
 // world_gpu_mpi.cpp): MPI for the run, the timeout, the first stage (the

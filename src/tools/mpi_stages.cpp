@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // MpiStages (mpi_stages.hpp): reports to rank 0, verdicts back, every wait
 // bounded by the timeout.
 #include "mpi_stages.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan --world mpi: the stages every process runs (read,
 // plan, write) and agrees on, with no wait unbounded.
 //

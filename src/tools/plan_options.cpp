@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's command line: --name value or --name=value.
 #include "plan_options.hpp"
 

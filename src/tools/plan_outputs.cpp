@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's output files (plan_outputs.hpp).
 #include "plan_outputs.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: its output files (--output, --save-problem) as
 // one io::OutputFiles (src/io/output_set.hpp): checked before the problem
 // is read or planned, written together or not at all.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The summary of moonep-plan: load before/after, copies, padding, time;
 // as a table or as one JSON object.
 #include "plan_summary.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: the summary of one planned step, for people (a
 // table) and for scripts (one JSON object).
 #pragma once

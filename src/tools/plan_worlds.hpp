@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: the ways of running the ranks (--world). Each
 // returns the process exit status and throws UsageError, InputError or
 // RuntimeError, which main() turns into one line on standard error.

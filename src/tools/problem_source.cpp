@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Where moonep-plan's problem comes from, within its memory limit.
 #include "problem_source.hpp"
 

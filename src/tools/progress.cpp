@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-plan's progress line (progress.hpp).
 #include "progress.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: progress on standard error for long runs. Only
 // when standard error is a terminal (a script or a log gets none) and only
 // once the run has taken longer than a second, a background thread keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // RunFingerprint (run_fingerprint.hpp): building it, and saying how two
 // differ in the words of the options that made them.
 #include "run_fingerprint.hpp"

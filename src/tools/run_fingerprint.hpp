@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to moonep-plan: what a --world mpi process is about to plan, in a
 // few integers every rank can compare with rank 0's before the first step.
 // Ranks started with different options, or reading different problem files

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private to the command-line tools: a bound on a call that has no timeout
 // of its own (MPI_Init, MPI_Finalize wait for every process of the job,
 // forever when one of them stopped). A thread waits `seconds`; unless the

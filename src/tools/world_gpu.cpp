@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world gpu: every rank its own cooperative launch on its own GPU
 // (moonep::cuda::GpuWorld), the problem staged from host memory; the plan
 // file and summary as for --world inprocess. Under an MPI launch of several

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world gpu under an MPI launch: moonep-plan as one MPI process per rank
 // over one GPU world (moonep::cuda::make_mpi_gpu_world),
 //   mpirun -np R moonep-plan --world gpu --input problem.json --output plan.json

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world gpu under an MPI launch in a CUDA build without MPI: a clear
 // error instead of every process planning every rank alone.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world gpu in a build without CUDA: a clear error instead of the world.
 #include "moonep/error.hpp"
 #include "plan_worlds.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world inprocess: every rank of the problem planned in this process
 // through one HostPlanner (virtual ranks).
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world mpi: moonep-plan as one MPI process per rank,
 //   mpirun -np R moonep-plan --world mpi --input problem.json --output plan.json
 // Every process reads the problem, plans routing[rank] with the portable

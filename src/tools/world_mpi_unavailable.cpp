@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // --world mpi in a build without MPI worlds.
 #include "moonep/error.hpp"
 #include "plan_worlds.hpp"

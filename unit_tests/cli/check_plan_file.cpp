@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Test helper: check_plan_file PROBLEM PLAN — exit 0 when the plan file is
 // exactly plan_reference's plan of the problem file (dup rows as sets), else
 // print the first difference and exit 1.

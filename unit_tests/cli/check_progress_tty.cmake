@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # moonep-plan's progress line: shown on a terminal once a run passes a
 # second, never when standard error is not a terminal.
 #   cmake -DEXE=moonep-plan -DSCRIPT=script -DWORK=dir -P check_progress_tty.cmake

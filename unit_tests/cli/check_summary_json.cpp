@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Test helper: check_summary_json SUMMARY.json PROBLEM.json PLAN.json STEPS BACKEND
 // — exit 0 when moonep-plan's --json summary agrees with the problem and
 // plan files it describes: the configuration, every rank's load before

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # fake_moonep_plan.sh MODE — stands in for moonep-plan in the tests of
 # run_cli_case.cmake itself (cli_runner_* in tests_cli.cmake): writes to
 # stderr what MODE names, as a dependency (Kokkos' OpenMP warning) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs moonep-plan once (or twice) and checks what it did; run by CTest as
 #   cmake -DEXE=... -DARGS=a|b|c -DWORK=dir [options] -P run_cli_case.cmake
 # Options (lists are separated by |):

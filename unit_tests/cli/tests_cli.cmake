@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # moonep-plan, run as a user runs it: exit status, the one error line on
 # stderr, and what happens to the output file. Included from tests_io.cmake.
 set(_cli_dir ${CMAKE_CURRENT_LIST_DIR})

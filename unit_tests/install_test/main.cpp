@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Plans a problem small enough to plan by hand with the installed MoonEP
 // and checks the result. Prints "ok" on success.
 #include <moonep/moonep.hpp>

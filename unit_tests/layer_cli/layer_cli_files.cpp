@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer's test files, and the check of what it wrote against the
 // direct layer (no plan): out[t] = sum_k w[t][k] x[t], gx[t] = sum_k w[t][k]
 // g[t], gw[t][k] = <g[t], x[t]>, recv's every entry slot = its token's row

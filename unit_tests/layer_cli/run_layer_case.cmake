@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # One moonep-layer run, checked; run by CTest as
 #   cmake -DEXE=moonep-layer -DFILES=layer_cli_files -DWORK=dir -DMAKE=a|b|...
 #         -DARGS=a|b|... [-DEXPECT_RC=n -DEXPECT_STDERR=text|text] [-DCHECK=dtype]

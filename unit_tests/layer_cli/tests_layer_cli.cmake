@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # moonep-layer run as a user runs it (run_layer_case.cmake): its files
 # against the direct layer (layer_cli_files check), and bad usage or input:
 # exit status, the one error line, no file written. Included from

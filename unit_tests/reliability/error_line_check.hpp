@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Test support for the tests that run moonep-plan: its one error line.
 #pragma once
 

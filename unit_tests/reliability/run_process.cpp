@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // run_process.hpp: fork + exec with files for the output, wait4 for the
 // peak memory, a process-group kill at the time bound.
 #include "run_process.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Test support: run a program as a user would, with a time bound, and see
 // what it did (exit status, standard output and error, peak memory).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Test support for the CUDA tests (test_cuda_planner, test_gpu_world,
 // test_gpu_world_mpi): routing and token counts in device memory, and the
 // routing shapes of the sweeps. Ragged steps' counts and routings come from

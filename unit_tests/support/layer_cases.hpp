@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Steps and data for the reference layer's tests (test_layer_*.cpp), and
 // the direct MoE computation they are checked against: plain loops over
 // every token and its K experts, no plan, in double.

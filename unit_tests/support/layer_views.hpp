@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Rank-major host buffers (PerRank, what the reference layer takes) as the
 // [R][n][m] Kokkos views the portable layer takes, and back: for the tests
 // that hold a portable path to the reference; and a step planned by a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The plan invariants of docs/spec/planning.md, checked from the outputs alone.
 // Each check_* function returns "" or one line; check_plan_invariants chains
 // them so the first violation is reported.

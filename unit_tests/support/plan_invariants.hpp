@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // unit_tests/support/plan_invariants.hpp — a checker of everything a plan
 // must satisfy whatever backend produced it, derived from docs/spec/planning.md
 // alone (it never re-runs the planning steps 2-3, whose choices only the

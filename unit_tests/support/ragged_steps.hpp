@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // unit_tests/support/ragged_steps.hpp — ragged steps (docs/spec/planning.md
 // "Ragged steps") for any test: token counts of the shapes the spec singles
 // out (zeros, one full rank, remainders on the lowest ranks) and routings cut

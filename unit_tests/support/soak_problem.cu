@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Problems made on the device, one per graph replay (soak_problem.hpp).
 #include "soak_problem.hpp"
 

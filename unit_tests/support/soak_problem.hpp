@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A new problem for every replay of a captured CUDA graph, made on the
 // device (soak tests: no host in the loop). soak_problem.cu.
 #pragma once

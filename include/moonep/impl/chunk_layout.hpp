@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/chunk_layout.hpp — where the portable planner keeps what it
 // exchanges inside each rank's chunk of the symmetric buffer. Every chunk
 // has the same layout; offsets count int32 values.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/cuda_kernel_planner.hpp — the CUDA-specialization path of
 // moonep::Planner<Kokkos::Cuda> (moonep/planner.hpp; selected in
 // moonep/impl/planner_select.hpp): the whole step of every rank in one

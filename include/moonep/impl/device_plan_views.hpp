@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/device_plan_views.hpp — a rank's plan views (RankPlanView)
 // over the CUDA specialization's output buffers (cuda::DeviceRankPlan), for
 // both planners that plan with its kernel (moonep/impl/cuda_kernel_planner.hpp,

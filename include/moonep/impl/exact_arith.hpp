@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/exact_arith.hpp — a product rounded on its own, never fused
 // with the addition that follows it. GPU compilers contract a*b + c into one
 // fused multiply-add (one rounding instead of two) by default; the host's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/gpu_world_planner.hpp — moonep::Planner<Kokkos::Cuda,
 // moonep::OnGpuWorld> (moonep/planner.hpp; selected in
 // moonep/impl/planner_select.hpp): the CUDA kernel over a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The first check of every in-process layer operation (InProcessLayer,
 // InProcessExpertCopies): the plan is of this configuration and holds every
 // rank r, planned, at index r, as a Planner over an InProcessWorld makes it.

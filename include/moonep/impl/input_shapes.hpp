@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/input_shapes.hpp — the host facts of a plan() call, checked
 // by every Planner implementation before any kernel runs and in the same
 // words: one routing (and tokens_per_expert) array per local rank, each of

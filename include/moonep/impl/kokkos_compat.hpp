@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/kokkos_compat.hpp — the few places where Kokkos 3.4 (Debian)
 // and Kokkos 4.x/5.x differ for the code MoonEP writes. Everything else in
 // MoonEP is written against the common subset: labels first in parallel_*,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/phase_a_local.hpp — the rank-local work that needs nothing from
 // other ranks, for every local rank at once: the per-block expert histogram
 // (which is both each rank's tokens-per-expert and the validation of its

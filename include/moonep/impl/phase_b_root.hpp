@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/phase_b_root.hpp — Phase B, run by rank 0's process:
 // docs/spec/planning.md steps 1-5 for all ranks in four kernels, and the tables
 // every rank needs.

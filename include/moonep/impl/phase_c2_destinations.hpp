@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/phase_c2_destinations.hpp — Phase C2 on every local source rank at once:
 // each entry's destination (binary search over its expert's acum), the
 // dedup of step 7, and each slot's (src_info, dup link, dup index) for the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/phase_d_outputs.hpp — Phase D on every local destination rank at
 // once: its outputs from its chunk. src_info is the first value of each
 // slot; the dup structures of step 8 come from the dup links the sources

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/plan_fields.hpp — the one definition of a rank plan's outputs
 // (docs/spec/planning.md "A rank's plan"): name, shape and extent as a
 // function of the Config. HostRankPlan's members, RankPlanView's views and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/planner_concept.hpp — the one interface every implementation
 // behind moonep::Planner offers (moonep/planner.hpp), checked at compile
 // time (C++17 detection; the same checks a C++20 concept would make), so a

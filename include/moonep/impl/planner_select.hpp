@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/planner_select.hpp — which implementation Planner<Exec, Path>
 // (moonep/planner.hpp) is, chosen at compile time the way Kokkos Kernels
 // chooses its TPL specializations: an availability trait per execution

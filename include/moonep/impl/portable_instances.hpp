@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/portable_instances.hpp — the portable phases' kernels are
 // instantiated once, in libmoonep (src/portable/phase_instances.cpp), for
 // every execution space the Kokkos it was built with enables; code that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/portable_planner.hpp — the portable path of moonep::Planner
 // (moonep/planner.hpp): the ranks plan their step with Kokkos kernels over
 // a World (moonep/world.hpp), exchanging only what the seed exchanges

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/portable_types.hpp — shorthands shared by the portable
 // planner's phases (all templates on the Kokkos execution space), and the
 // one description of "the process's local ranks" every phase kernel runs

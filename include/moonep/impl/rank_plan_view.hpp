@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/rank_plan_view.hpp — one rank's plan as Kokkos views (the
 // outputs of docs/spec/planning.md "A rank's plan"), and its copy to the
 // host, and the plan of a process's local ranks. Exposed as

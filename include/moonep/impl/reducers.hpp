@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/reducers.hpp — arg-max/arg-min reducers with the exact
 // tie-breaks of docs/spec/planning.md. Kokkos' MaxLoc/MinLoc do not promise
 // which index wins a tie, so steps 2-4 use these instead.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/impl/splitmix64.hpp — the one small random generator MoonEP uses
 // (synthetic routings, randomized tests). Our own rather than <random>'s
 // distributions, whose outputs differ between standard libraries, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What a GpuWorld's ranks agree on (agreement.hpp).
 #include "agreement.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: what the ranks of a GpuWorld must agree on before any chunk
 // exists: that this process's devices reach each other's memory, and the
 // one launch every rank runs (with one process per rank, agreed between

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The driver calls of a GpuWorld (driver_api.hpp).
 #include "driver_api.hpp"
 

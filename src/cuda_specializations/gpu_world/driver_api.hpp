@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the CUDA driver calls a GpuWorld makes (virtual memory
 // management), found through the runtime: MoonEP does not link against
 // libcuda (the runtime has loaded the driver already, and a build machine

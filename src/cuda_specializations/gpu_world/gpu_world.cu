@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::cuda::GpuWorld (moonep/gpu_world.hpp): one cooperative launch per
 // rank and the world-wide status check (bad input, ranks that never came,
 // reset), over the parts in this folder: the symmetric buffer

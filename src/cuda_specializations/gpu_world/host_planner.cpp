@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU world as a HostPlanner (moonep::cuda::make_host_planner,
 // moonep/gpu_world.hpp), for whole problems in host memory (moonep-plan's
 // --world gpu, in one process or one per rank): each rank of this process

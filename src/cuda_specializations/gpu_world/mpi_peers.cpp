@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world_mpi.hpp: the WorldPeers of a GPU world over MPI, with
 // every collective bounded in time, and the descriptors of the ranks'
 // chunks (and of a multicast object) handed over Unix sockets

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The NVLink multicast opt-in (multicast.hpp), built with
 // -DMoonEP_ENABLE_MULTICAST=ON only.
 #include "multicast.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the NVLink multicast opt-in of a GpuWorld (WorldOptions::
 // multicast): one multicast object bound to the symmetric part of every
 // rank's chunk, so the kernel reduces the gathered counts and counters

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The NVLink multicast opt-in in a MoonEP built without it (the default;
 // multicast.hpp): every world that asks is refused before anything exists.
 #include "multicast.hpp"

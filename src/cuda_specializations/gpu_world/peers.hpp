@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: what a GpuWorld that spans several processes needs from them
 // (mpi_peers.cpp provides it over MPI; a world held by one process has
 // none). Every call is collective over the world's processes, one process

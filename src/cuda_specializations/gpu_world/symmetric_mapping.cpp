@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A GpuWorld's symmetric buffer (symmetric_mapping.hpp).
 #include "symmetric_mapping.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: a GpuWorld's symmetric buffer: R chunks, each rank's its own
 // allocation on its own device, mapped back to back into one virtual
 // address range of this process (cuMemCreate, cuMemMap) and made readable

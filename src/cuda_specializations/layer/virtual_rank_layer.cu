@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::cuda::VirtualRankLayer (moonep/cuda_layer.hpp): dispatch and
 // combine for the virtual ranks of a VirtualRankPlanner, four small kernels
 // (dispatch rows, dispatch tail; combine prologue, combine sum), one warp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // C1: the counts step 1 starts from and the ranks step 6 indexes by
 // (docs/spec/planning.md steps 1 and 6), for one block's entries, before
 // the one barrier of the step.

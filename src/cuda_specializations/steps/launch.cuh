@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: a planning block's view of the launch, shared by every step
 // (steps/*.cuh) and the schedule (plan_step_kernel.cu): which rank and
 // tokens it holds, where the symmetric buffer, its scratch and the outputs

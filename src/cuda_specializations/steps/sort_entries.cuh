@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The block's entries in expert order, and each entry's rank among the
 // rank's entries of its expert: what step 6 (docs/spec/planning.md) needs,
 // prepared after the barrier by warps the planning leaves idle.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 1 (docs/spec/planning.md): totals and loads, from the gathered
 // tokens_per_expert [R][E] of the step, computed by every block for itself.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 2 (docs/spec/planning.md): rank-level moves, by warp 0 of every
 // block.
 //

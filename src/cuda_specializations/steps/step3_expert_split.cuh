@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 3 (docs/spec/planning.md): the expert-level split, one warp per
 // owner h, then acum (step 6's prefix over ranks) of h's experts by the
 // same warp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 4 (docs/spec/planning.md): which experts each destination copies,
 // one warp per destination d (steps_4_5 in step5_layout.cuh calls it).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 5 (docs/spec/planning.md): the layout of each destination's receive
 // buffer.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 6 (docs/spec/planning.md): each entry's destination, and src_info
 // at the destination.
 //

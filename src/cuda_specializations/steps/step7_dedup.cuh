@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 7 (docs/spec/planning.md): dedup within each token, on a tile of nt
 // tokens of the block.
 //

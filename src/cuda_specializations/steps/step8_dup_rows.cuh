@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Step 8 (docs/spec/planning.md): the dedup structures, written into each
 // destination rank's outputs, for a tile of the block's tokens.
 //

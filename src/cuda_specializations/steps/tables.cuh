@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: a planning block's tables (block_tables.hpp), carved as
 // table_layout.hpp lays them out, from the block's shared memory or from
 // its slice of the rank's global scratch. Every step reads and writes the block's own tables only,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: the warp and block reductions and scans the steps are built
 // from. Steps 2-3 run these in serial loops on the critical path, so each
 // is as few dependent instructions as the hardware allows.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Spack recipe for MoonEP, in the repository layout of Spack 1.x (package
 # API v2). Add this repository with
 #   spack repo add <moonep checkout>/spack/spack_repo/moonep
