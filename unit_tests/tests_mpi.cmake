@@ -206,3 +206,6 @@ if(MoonEP_HAVE_CUDA)
                          SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
   endforeach()
 endif()
+
+# ---- moonep-layer --world mpi under mpirun.
+include(${CMAKE_CURRENT_SOURCE_DIR}/layer_cli/tests_layer_cli_mpi.cmake)

@@ -1,4 +1,4 @@
-// moonep-plan's error line; see error_line.hpp.
+// The tools' error line; see error_line.hpp.
 #include "error_line.hpp"
 
 #include <cstdio>
@@ -7,11 +7,18 @@
 
 namespace moonep::tools {
 
+namespace {
+const char* program = "moonep-plan";
+}
+
+void set_error_line_program(const char* name) { program = name; }
+
 void print_error_line(const std::string& message) {
-  // 20 characters of prefix + 280 of message: no line over 300.
-  const std::string line = one_line_message(message, 280);
+  // The prefix ("<program>: error: ") and the message: no line over 300.
+  const std::string prefix = std::string(program) + ": error: ";
+  const std::string line = one_line_message(message, 300 - prefix.size());
   std::fflush(stdout);
-  std::fprintf(stderr, "moonep-plan: error: %s\n", line.c_str());
+  std::fprintf(stderr, "%s%s\n", prefix.c_str(), line.c_str());
   std::fflush(stderr);
 }
 

@@ -1,4 +1,4 @@
-// Private to moonep-plan: its one error line on standard error.
+// Private to the command-line tools: their one error line on standard error.
 #pragma once
 
 #include <string>
@@ -9,5 +9,9 @@ namespace moonep::tools {
 // characters (moonep::one_line_message: control bytes escaped, long tokens
 // elided) after flushing standard output, and flushes standard error.
 void print_error_line(const std::string& message);
+
+// The program the line names ("moonep-plan" unless set; moonep-layer sets
+// its own before it runs the MPI stages, which print through this).
+void set_error_line_program(const char* name);
 
 }  // namespace moonep::tools

@@ -103,27 +103,29 @@ LayerResults compute(const LayerInputs& in) {
 
 }  // namespace
 
-void run_layer(const LayerOptions& o) {
-  const Problem problem = read_problem_file(o.input);
-  const Config& c = problem.config;
+LayerFiles read_layer_files(const LayerOptions& o) {
+  LayerFiles f;
+  f.problem = read_problem_file(o.input);
+  const Config& c = f.problem.config;
   const std::string dims = "[R][S][H] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][H]";
   Shape xs = {c.ranks, c.tokens, -1};
-  const io::NpyArray x = read_input(o.x, "x file", xs, dims.c_str());
-  const int hidden = static_cast<int>(xs[2]);
+  f.x = read_input(o.x, "x file", xs, dims.c_str());
   if (xs[2] > (std::int64_t{1} << 30)) throw InputError("x file '" + printable(o.x) + "': H is too large");
+  f.hidden = static_cast<int>(xs[2]);
   Shape ws = {c.ranks, c.tokens, c.topk};
   const std::string wdims = "[R][S][K] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
                             std::to_string(c.topk) + "]";
-  const io::NpyArray w = read_input(o.weights, "weights file", ws, wdims.c_str());
-  io::NpyArray g;
+  f.w = read_input(o.weights, "weights file", ws, wdims.c_str());
   if (!o.grad_out.empty()) {
-    Shape gs = {c.ranks, c.tokens, hidden};
+    Shape gs = {c.ranks, c.tokens, f.hidden};
     const std::string gdims = "[R][S][H] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
-                              std::to_string(hidden) + "] (H of the x file)";
-    g = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
+                              std::to_string(f.hidden) + "] (H of the x file)";
+    f.grad_out = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
   }
-  const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g};
-  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
+  return f;
+}
+
+void write_layer_files(const LayerOptions& o, const Config& c, int hidden, const LayerResults& res) {
   struct Output {
     const std::string& path;
     const char* what;
@@ -132,7 +134,7 @@ void run_layer(const LayerOptions& o) {
   };
   std::vector<Output> files = {{o.output, "output file", {c.ranks, c.tokens, hidden}, res.out}};
   if (!o.recv.empty()) files.push_back({o.recv, "recv file", {c.ranks, c.slots(), hidden}, res.recv});
-  if (in.grad_out) {
+  if (!o.grad_out.empty()) {
     files.push_back({o.grad_x, "grad-x file", {c.ranks, c.tokens, hidden}, res.grad_x});
     files.push_back({o.grad_weights, "grad-weights file", {c.ranks, c.tokens, c.topk}, res.grad_w});
   }
@@ -140,6 +142,13 @@ void run_layer(const LayerOptions& o) {
   // unwritable one (a directory, a missing folder) leaves no file changed.
   for (const Output& f : files) io::resolve_output(f.path, f.what);
   for (const Output& f : files) io::write_npy(f.path, f.what, f.shape, f.values);
+}
+
+void run_layer(const LayerOptions& o) {
+  const LayerFiles f = read_layer_files(o);
+  const LayerInputs in{f.problem, f.x, f.hidden, f.w, o.grad_out.empty() ? nullptr : &f.grad_out};
+  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
+  write_layer_files(o, f.problem.config, f.hidden, res);
 }
 
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype) {

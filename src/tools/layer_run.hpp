@@ -16,6 +16,19 @@ namespace moonep::tools {
 // before the first file is written. InputError for bad input (exit 2),
 // RuntimeError for an output that cannot be written (exit 1).
 void run_layer(const LayerOptions& options);
+// --world mpi (layer_mpi.cpp; layer_mpi_unavailable.cpp without MPI): one
+// process per rank under mpirun; returns the exit status every process
+// agreed on, the one error line printed for the whole job.
+int run_layer_mpi(const LayerOptions& options);
+
+// The inputs, read and checked (InputError naming the file): the problem,
+// x (its H), w, and grad_out when --grad-out is given.
+struct LayerFiles {
+  Problem problem;
+  io::NpyArray x, w, grad_out;
+  int hidden = 0;
+};
+LayerFiles read_layer_files(const LayerOptions& options);
 
 // What a backend computes from the checked inputs, as flat C-order arrays:
 // out and grad_x [R][S][H], recv [R][NvS][H], grad_w [R][S][K] (the
@@ -30,6 +43,10 @@ struct LayerInputs {
 struct LayerResults {
   std::vector<double> out, recv, grad_x, grad_w;
 };
+// Writes every output file of `res` (every path resolved first: an
+// unwritable one leaves no file changed; RuntimeError).
+void write_layer_files(const LayerOptions& options, const Config& config, int hidden, const LayerResults& res);
+
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype);  // layer_run.cpp
 LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype);   // layer_portable.cpp
 

@@ -2,24 +2,23 @@
 // docs/spec/layer.md). Every failure ends here as one line
 // "moonep-layer: error: ..." on standard error and exit status 2 (bad usage
 // or input) or 1 (runtime failure), as moonep-plan's.
-#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>
 #include <string>
 
+#include "error_line.hpp"
 #include "layer_options.hpp"
 #include "layer_run.hpp"
 #include "moonep/error.hpp"
+#include "watchdog.hpp"
 
 namespace {
 
 int fail(int status, const std::string& message) {
-  // 21 characters of prefix + 279 of message: no line over 300.
-  const std::string line = moonep::one_line_message(message, 279);
-  std::fflush(stdout);
-  std::fprintf(stderr, "moonep-layer: error: %s\n", line.c_str());
-  std::fflush(stderr);
+  // Under an MPI launch every process fails alike before the MPI stages
+  // (bad usage): rank 0 alone prints, so that the job has one line.
+  if (moonep::tools::launch_rank() <= 0) moonep::tools::print_error_line(message);
   return status;
 }
 
@@ -27,6 +26,7 @@ int fail(int status, const std::string& message) {
 
 int main(int argc, char* argv[]) {
   using namespace moonep;
+  tools::set_error_line_program("moonep-layer");
   try {
     const tools::LayerOptions options = tools::parse_layer_options(argc, argv);
     if (options.help) {
@@ -37,6 +37,7 @@ int main(int argc, char* argv[]) {
       std::cout << tools::layer_version();
       return 0;
     }
+    if (options.world == tools::LayerWorld::mpi) return tools::run_layer_mpi(options);
     tools::run_layer(options);
     return 0;
   } catch (const InputError& e) {
