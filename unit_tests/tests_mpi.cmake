@@ -65,6 +65,21 @@ if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
   endforeach()
 endif()
 
+# moonep_mpirun_args(OUT NP): mpirun's arguments before a command line run
+# as a user runs it ("a|b|c", the CLI runners' lists): NP processes, the
+# flags above, and -q (Open MPI's mpirun itself stays quiet).
+function(moonep_mpirun_args out np)
+  string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
+  set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
+  if(_pre)
+    set(_args "${_args}|${_pre}")
+  endif()
+  if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(_args "${_args}|-q")
+  endif()
+  set(${out} "${_args}" PARENT_SCOPE)
+endfunction()
+
 # ---- moonep-plan --world mpi, run as a user runs it (mpirun -q: mpirun
 # itself stays quiet; the runner ignores stderr lines that are not
 # moonep-plan's, such as Kokkos' OpenMP warning of every rank). Reuses the
@@ -80,14 +95,7 @@ if(TARGET moonep-plan AND TARGET ${_checker})
   # rank over a GPU world), skipped where no GPU is visible.
   function(moonep_mpi_cli_test name np world)
     cmake_parse_arguments(T "" "ARGS;EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;OUTPUT;OUTPUT_MODE;CHECK" "" ${ARGN})
-    string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
-    set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
-    if(_pre)
-      set(_args "${_args}|${_pre}")
-    endif()
-    if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
-      set(_args "${_args}|-q")
-    endif()
+    moonep_mpirun_args(_args ${np})
     set(_world_option mpi)
     set(_env "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
     if(world STREQUAL "gpu")

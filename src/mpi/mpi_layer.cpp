@@ -163,6 +163,14 @@ struct MpiLayer<T>::Impl {
   }
   std::vector<A> acc;  // [H] a token's sum at the source
 
+  // Both combines: the checks, then the sums.
+  void combine(const MpiLayerPlan& p, const const_rows_view& y, bool weighted, const rows_view& out) {
+    start("combine", p,
+          layer::first_error({layer::extent_error("y", y, nvs, H, "NvS", "H"),
+                              layer::extent_error("out", out, c.tokens, H, "S", "H")}));
+    reduce_to_sources("combine", p, y, weighted, out);
+  }
+
   // A per-slot value for entry src_info[s], into its source's back_w.
   void send_back_w(std::int32_t src, std::int64_t s, W value) {
     const int r = static_cast<int>(src / nvs);
@@ -216,8 +224,8 @@ template <class T>
 void MpiLayer<T>::dispatch(const MpiLayerPlan& plan, const const_rows_view& x, const weights_view& w) {
   Impl& m = *impl_;
   const char* op = "dispatch";
-  std::string error = layer::extent_error("x", x, config_.tokens, m.H, "S", "H");
-  if (error.empty()) error = layer::extent_error("w", w, config_.tokens, m.K, "S", "K");
+  const std::string error = layer::first_error({layer::extent_error("x", x, config_.tokens, m.H, "S", "H"),
+                                                layer::extent_error("w", w, config_.tokens, m.K, "S", "K")});
   m.start(op, plan, error);
   const std::int64_t row_bytes = m.H * std::int64_t(sizeof(T)), w_bytes = sizeof(weight_type);
   for (std::int64_t i = 0; i < plan.entries; ++i) {
@@ -235,18 +243,12 @@ void MpiLayer<T>::dispatch(const MpiLayerPlan& plan, const const_rows_view& x, c
 
 template <class T>
 void MpiLayer<T>::combine(const MpiLayerPlan& plan, const const_rows_view& y, const rows_view& out) {
-  std::string error = layer::extent_error("y", y, impl_->nvs, impl_->H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("out", out, config_.tokens, impl_->H, "S", "H");
-  impl_->start("combine", plan, error);
-  impl_->reduce_to_sources("combine", plan, y, true, out);
+  impl_->combine(plan, y, true, out);
 }
 
 template <class T>
 void MpiLayer<T>::combine_unweighted(const MpiLayerPlan& plan, const const_rows_view& y, const rows_view& out) {
-  std::string error = layer::extent_error("y", y, impl_->nvs, impl_->H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("out", out, config_.tokens, impl_->H, "S", "H");
-  impl_->start("combine", plan, error);
-  impl_->reduce_to_sources("combine", plan, y, false, out);
+  impl_->combine(plan, y, false, out);
 }
 
 namespace {
@@ -293,10 +295,11 @@ template <class T>
 void MpiLayer<T>::combine_backward(const MpiLayerPlan& plan, const const_rows_view& grad_out, const const_rows_view& y,
                                    const rows_view& grad_y, const grad_weights_view& grad_w) {
   Impl& m = *impl_;
-  std::string error = layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H");
-  if (error.empty()) error = layer::extent_error("y", y, m.nvs, m.H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K");
+  const std::string error = layer::first_error(
+      {layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H"),
+       layer::extent_error("y", y, m.nvs, m.H, "NvS", "H"),
+       layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H"),
+       layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
   m.start("combine backward", plan, error);
   combine_backward_impl<T>(m, plan, grad_out, &y, grad_y, &grad_w);
 }
@@ -305,8 +308,9 @@ template <class T>
 void MpiLayer<T>::combine_backward_unweighted(const MpiLayerPlan& plan, const const_rows_view& grad_out,
                                               const rows_view& grad_y) {
   Impl& m = *impl_;
-  std::string error = layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H");
-  if (error.empty()) error = layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H");
+  const std::string error = layer::first_error(
+      {layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H"),
+       layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H")});
   m.start("combine backward", plan, error);
   combine_backward_impl<T>(m, plan, grad_out, static_cast<const const_rows_view*>(nullptr), grad_y,
                            static_cast<const grad_weights_view*>(nullptr));
@@ -316,8 +320,8 @@ template <class T>
 void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_view& grad_recv,
                                     const rows_view& grad_x) {
   Impl& m = *impl_;
-  std::string error = layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H");
+  const std::string error = layer::first_error({layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H"),
+                                                layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H")});
   m.start("dispatch backward", plan, error);
   m.reduce_to_sources("dispatch backward", plan, grad_recv, false, grad_x);
 }
@@ -328,10 +332,10 @@ void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_v
                                     const grad_weights_view& grad_w) {
   Impl& m = *impl_;
   const char* op = "dispatch backward";
-  std::string error = layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H");
-  if (error.empty()) error = layer::extent_error("grad_recv_w", grad_recv_w, m.nvs, "NvS");
-  if (error.empty()) error = layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H");
-  if (error.empty()) error = layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K");
+  const std::string error = layer::first_error({layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H"),
+                                                layer::extent_error("grad_recv_w", grad_recv_w, m.nvs, "NvS"),
+                                                layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H"),
+                                                layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
   m.start(op, plan, error);
   // The per-entry weight gradients go back before the rows' fence.
   for (std::int64_t s = 0; s < m.nvs; ++s)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "moonep/mpi_layer.hpp"
@@ -31,6 +32,13 @@ std::string extent_error(const char* name, const V& v, std::int64_t n, const cha
   if (v.extent(0) == static_cast<std::size_t>(n)) return "";
   return std::string(name) + " is [" + std::to_string(v.extent(0)) + "], expected [" + n_name + "] = [" +
          std::to_string(n) + "]";
+}
+
+// The first non-empty line of `errors` ("" when all are).
+inline std::string first_error(std::initializer_list<std::string> errors) {
+  for (const std::string& e : errors)
+    if (!e.empty()) return e;
+  return "";
 }
 
 }  // namespace moonep::layer

@@ -94,7 +94,8 @@ std::string mpi_plan_error(const MpiLayerPlan& p, const Config& c, int my_rank) 
       return "dup_groups[" + std::to_string(j) + "] is out of range";
   }
   for (std::int64_t q = 0; q < p.dup_counts[1]; ++q)
-    if (p.dup_loffs[q] < 0 || p.dup_loffs[q] >= nvs) return at("dup_loffs", q) + std::to_string(p.dup_loffs[q]) + " is outside 0..NvS";
+    if (p.dup_loffs[q] < 0 || p.dup_loffs[q] >= nvs)
+      return at("dup_loffs", q) + std::to_string(p.dup_loffs[q]) + " is outside 0..NvS";
   return "";
 }
 
