@@ -177,29 +177,42 @@ TEST_CASE("MPI layer: bad input on one rank is the same InputError on every rank
     moonep::dispatch_reference(s.plan, 2, x, w, recv, recv_w);
     HostPlan other = s.plan;
     other.config.tokens = 6;
+    const auto x_v = view_of(x[me], 5, 2);
+    const auto w_v = view_of(w[me], 5, 2);
+    const HostView<float> other_x("other_x", 5, 2), wide("wide", 5, 3);
+    Kokkos::deep_copy(other_x, 1.5f);
+    // True on every process iff each holds the reference's recv of x.
+    auto recv_is_reference = [&] {
+      bool ok = true;
+      for (std::int64_t slot = 0; slot < nvs; ++slot)
+        if (recv_w[me][slot] != float(kSentinel))
+          ok = ok && layer.recv_w()(slot) == recv_w[me][slot] && layer.recv()(slot, 0) == recv[me][slot * 2] &&
+               layer.recv()(slot, 1) == recv[me][slot * 2 + 1];
+      return moonep_test::everyone(ok);
+    };
+    layer.dispatch(MpiLayerPlan(s.plan, me), x_v, w_v);
+    REQUIRE(recv_is_reference());
     for (int bad = 0; bad < R; ++bad) {
       INFO("world " << moonep::to_string(kind) << ", bad rank " << bad);
-      // A row too wide on rank `bad` only.
-      const auto x_v = view_of(x[me], 5, 2);
-      const HostView<float> wide("wide", 5, 3);
+      // A row too wide on rank `bad`; other rows on the others, which must
+      // not move: recv still holds x's.
       const std::string e1 = input_error([&] {
-        layer.dispatch(MpiLayerPlan(s.plan, me), me == bad ? HostView<const float>(wide) : HostView<const float>(x_v),
-                       view_of(w[me], 5, 2));
+        layer.dispatch(MpiLayerPlan(s.plan, me),
+                       me == bad ? HostView<const float>(wide) : HostView<const float>(other_x), w_v);
       });
       CHECK(e1 == "dispatch: rank " + std::to_string(bad) + ": x is [5][3], expected [S][H] = [5][2]");
+      CHECK(recv_is_reference());
       // A plan of another configuration on rank `bad`.
       const HostView<float> out("out", 5, 2);
       const std::string e2 = input_error([&] {
         layer.combine(me == bad ? MpiLayerPlan(other, me) : MpiLayerPlan(s.plan, me), layer.recv(), out);
       });
       CHECK(e2.find("combine: rank " + std::to_string(bad) + ": the plan is of ") == 0);
-      // Still usable: a good dispatch lands where the reference puts it.
-      layer.dispatch(MpiLayerPlan(s.plan, me), x_v, view_of(w[me], 5, 2));
-      bool ok = true;
-      for (std::int64_t slot = 0; slot < nvs; ++slot)
-        if (recv_w[me][slot] != float(kSentinel))
-          ok = ok && layer.recv_w()(slot) == recv_w[me][slot] && layer.recv()(slot, 1) == recv[me][slot * 2 + 1];
-      CHECK(ok);
+      // Still usable: a good step with other rows, then x again.
+      layer.dispatch(MpiLayerPlan(s.plan, me), other_x, w_v);
+      CHECK_FALSE(recv_is_reference());
+      layer.dispatch(MpiLayerPlan(s.plan, me), x_v, w_v);
+      CHECK(recv_is_reference());
     }
     // Every process gives the plan of the next rank (at np 1 its own):
     // rank 0's line, naming rank 1's plan, on every process.
