@@ -1,7 +1,8 @@
 // moonep/mpi_layer.hpp — dispatch, combine and their backward
 // (docs/spec/layer.md) over an MPI world (moonep/mpi_world.hpp): one rank
 // per process, host memory, every operation collective over the world's
-// communicator.
+// communicator and run by serial loops on the calling thread (each
+// returns with its results in place).
 //
 // The layer allocates its symmetric memory once, for the world, the
 // configuration, the width H (H' for a combine: one layer per width) and
