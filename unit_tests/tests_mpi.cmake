@@ -46,6 +46,7 @@ endfunction()
 
 moonep_add_mpi_test(test_mpi_world 4 test_mpi_world.cpp)
 moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
+moonep_add_mpi_test(test_mpi_layer 4 test_mpi_layer.cpp)
 
 # Open MPI on one node backs MPI_Win_allocate windows with shared memory
 # (osc rdma over vader); forcing osc pt2pt sends every MPI_Put as a message,
@@ -54,7 +55,7 @@ moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
 # Open MPI < 5 (its osc rdma lets disjoint communicators' windows collide:
 # open-mpi/ompi#9492).
 if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
-  foreach(_t test_mpi_world test_mpi_planner)
+  foreach(_t test_mpi_world test_mpi_planner test_mpi_layer)
     if(TARGET ${_t})
       add_test(NAME ${_t}_rma_pt2pt_np4
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_moonep_mpi_preflags} --mca osc pt2pt
@@ -64,6 +65,21 @@ if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
     endif()
   endforeach()
 endif()
+
+# moonep_mpirun_args(OUT NP): mpirun's arguments before a command line run
+# as a user runs it ("a|b|c", the CLI runners' lists): NP processes, the
+# flags above, and -q (Open MPI's mpirun itself stays quiet).
+function(moonep_mpirun_args out np)
+  string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
+  set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
+  if(_pre)
+    set(_args "${_args}|${_pre}")
+  endif()
+  if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(_args "${_args}|-q")
+  endif()
+  set(${out} "${_args}" PARENT_SCOPE)
+endfunction()
 
 # ---- moonep-plan --world mpi, run as a user runs it (mpirun -q: mpirun
 # itself stays quiet; the runner ignores stderr lines that are not
@@ -80,14 +96,7 @@ if(TARGET moonep-plan AND TARGET ${_checker})
   # rank over a GPU world), skipped where no GPU is visible.
   function(moonep_mpi_cli_test name np world)
     cmake_parse_arguments(T "" "ARGS;EXPECT_RC;EXPECT_STDERR;EXPECT_STDOUT;OUTPUT;OUTPUT_MODE;CHECK" "" ${ARGN})
-    string(REPLACE ";" "|" _pre "${_moonep_mpi_preflags}")
-    set(_args "${MPIEXEC_NUMPROC_FLAG}|${np}")
-    if(_pre)
-      set(_args "${_args}|${_pre}")
-    endif()
-    if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
-      set(_args "${_args}|-q")
-    endif()
+    moonep_mpirun_args(_args ${np})
     set(_world_option mpi)
     set(_env "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
     if(world STREQUAL "gpu")
@@ -206,3 +215,6 @@ if(MoonEP_HAVE_CUDA)
                          SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
   endforeach()
 endif()
+
+# ---- moonep-layer --world mpi under mpirun.
+include(${CMAKE_CURRENT_SOURCE_DIR}/layer_cli/tests_layer_cli_mpi.cmake)

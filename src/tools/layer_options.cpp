@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer's command line; see layer_options.hpp. The reference and
-// portable backends on the in-process world run the layer today: the other
-// backend and worlds are named (so that scripts written for them get a
-// clear answer) and refused.
+// portable backends on the in-process world and the MPI world run the layer
+// today: the other backend and world are named (so that scripts written for
+// them get a clear answer) and refused.
 #include "layer_options.hpp"
 
 #include <map>
@@ -21,16 +21,19 @@ namespace {
 
 void not_yet(const std::string& option, const std::string& value) {
   usage_error(option + " " + value + " is not available in this build of moonep-layer yet: the layer runs on "
-              "--backend reference or portable, --world inprocess only");
+              "--backend reference or portable, --world inprocess or mpi");
 }
 
 }  // namespace
 
 std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
-         "                    [--recv recv.npy] [--experts M.npy]\n"
-         "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]\n"
-         "                    [--backend reference|portable] [--world inprocess] [--dtype float|double|bf16]\n"
+         "                    [--recv recv.npy] [--experts M.npy]
+"
+         "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]
+"
+         "                    [--backend reference|portable] [--world inprocess|mpi] [--dtype float|double|bf16]
+"
          "\n"
          "Plans the problem's step, dispatches the token rows x, runs the experts\n"
          "(identity, y = recv, or linear, y = recv @ M_e, with their copies fetched)\n"
@@ -54,7 +57,11 @@ std::string layer_usage() {
          "  --backend NAME       reference (default: the executable spec, on the host) or\n"
          "                       portable (the Kokkos planner and layer on Kokkos' default\n"
          "                       execution space; float or double)\n"
-         "  --world NAME         inprocess (the only one this build runs the layer on)\n"
+         "  --world NAME         inprocess (default: every rank in this process) or mpi (under\n"
+         "                       mpirun -np R: one process per rank, each reading its rank's\n"
+         "                       rows; rank 0 writes the files; the MPI world is\n"
+         "                       $MOONEP_MPI_WORLD: auto, shared or rma; waits bounded by\n"
+         "                       $MOONEP_MPI_TIMEOUT)\n"
          "  --help, --version\n"
          "\n"
          "Exit status: 0 done, 2 bad usage or input (one line on stderr, no file written),\n"
@@ -62,7 +69,11 @@ std::string layer_usage() {
 }
 
 std::string layer_version() {
-  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable\nworlds: inprocess\n";
+  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable\nworlds: inprocess"
+#ifdef MOONEP_LAYER_WITH_MPI
+         ", mpi"
+#endif
+         "\n";
 }
 
 LayerOptions parse_layer_options(int argc, char* argv[]) {
@@ -100,17 +111,22 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
       else usage_error("--dtype: unknown type '" + printable(value) + "' (float, double or bf16)");
     } else if (arg == "--backend") {
       if (value == "cuda") not_yet(arg, value);
+      o.backend_given = true;
       if (value == "portable") o.backend = LayerBackend::portable;
       else if (value != "reference")
         usage_error("--backend: unknown backend '" + printable(value) + "' (reference or portable)");
     } else if (arg == "--world") {
-      if (value == "mpi" || value == "gpu") not_yet(arg, value);
-      if (value != "inprocess") usage_error("--world: unknown world '" + printable(value) + "' (inprocess)");
+      if (value == "gpu") not_yet(arg, value);
+      if (value == "mpi") o.world = LayerWorld::mpi;
+      else if (value != "inprocess")
+        usage_error("--world: unknown world '" + printable(value) + "' (inprocess or mpi)");
     } else {  // --devices: only the gpu world uses devices
       usage_error("--devices is not available in this build of moonep-layer yet: it needs --world gpu");
     }
   }
   if (o.help || o.version) return o;
+  if (o.world == LayerWorld::mpi && o.backend_given)
+    usage_error("--world mpi runs its own layer (moonep::MpiLayer, on the host); leave out --backend");
   if (o.backend == LayerBackend::portable && o.dtype == LayerDtype::bfloat16)
     usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
   for (const char* required : {"--input", "--x", "--weights", "--output"})

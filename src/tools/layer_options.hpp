@@ -10,6 +10,9 @@ enum class LayerDtype { float32, float64, bfloat16 };
 // reference: moonep/layer_reference.hpp on the host; portable: the Kokkos
 // planner and moonep::InProcessLayer on Kokkos' default execution space.
 enum class LayerBackend { reference, portable };
+// inprocess: every rank in this process; mpi: one MPI process per rank
+// (moonep::MpiLayer, planned by the portable Planner over an MPI world).
+enum class LayerWorld { inprocess, mpi };
 
 struct LayerOptions {
   bool help = false;
@@ -26,13 +29,16 @@ struct LayerOptions {
   std::string grad_experts;  // --grad-experts gM.npy [E][H][H'] (with --experts and --grad-out)
   LayerDtype dtype = LayerDtype::float32;
   LayerBackend backend = LayerBackend::reference;
+  bool backend_given = false;
+  LayerWorld world = LayerWorld::inprocess;
 };
 
 // Parses argv[1..argc). Throws InputError (exit 2) naming the option: an
 // unknown option or value, a missing value or required option, a backend,
 // world or --devices this build does not run the layer on yet, --dtype bf16
-// with --backend portable, one output path given twice, --grad-experts
-// without --experts, or the gradients' files not all given together.
+// with --backend portable, --backend with --world mpi, one output path
+// given twice, --grad-experts without --experts, or the gradients' files
+// not all given together.
 LayerOptions parse_layer_options(int argc, char* argv[]);
 
 std::string layer_usage();

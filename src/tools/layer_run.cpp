@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/output_file.hpp"
+#include "io/output_set.hpp"
 #include "layer_buffers.hpp"
 #include "moonep/error.hpp"
 #include "moonep/io.hpp"
@@ -79,57 +80,73 @@ LayerResults compute(const LayerInputs& in) {
 
 }  // namespace
 
-void run_layer(const LayerOptions& o) {
-  const Problem problem = read_problem_file(o.input);
-  const Config& c = problem.config;
+LayerFiles read_layer_files(const LayerOptions& o) {
+  LayerFiles f;
+  f.problem = read_problem_file(o.input);
+  const Config& c = f.problem.config;
   const std::string dims = "[R][S][H] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][H]";
   Shape xs = {c.ranks, c.tokens, -1};
-  const io::NpyArray x = read_input(o.x, "x file", xs, dims.c_str());
-  const int hidden = static_cast<int>(xs[2]);
+  f.x = read_input(o.x, "x file", xs, dims.c_str());
   if (xs[2] > (std::int64_t{1} << 30)) throw InputError("x file '" + printable(o.x) + "': H is too large");
+  f.hidden = f.hidden_out = static_cast<int>(xs[2]);
   Shape ws = {c.ranks, c.tokens, c.topk};
   const std::string wdims = "[R][S][K] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
                             std::to_string(c.topk) + "]";
-  const io::NpyArray w = read_input(o.weights, "weights file", ws, wdims.c_str());
-  io::NpyArray m;
-  int hidden_out = hidden;
+  f.w = read_input(o.weights, "weights file", ws, wdims.c_str());
   if (!o.experts.empty()) {
-    Shape ms = {c.experts, hidden, -1};
-    const std::string mdims = "[E][H][H'] = [" + std::to_string(c.experts) + "][" + std::to_string(hidden) +
+    Shape ms = {c.experts, f.hidden, -1};
+    const std::string mdims = "[E][H][H'] = [" + std::to_string(c.experts) + "][" + std::to_string(f.hidden) +
                               "][H'] (H of the x file)";
-    m = read_input(o.experts, "experts file", ms, mdims.c_str());
+    f.experts = read_input(o.experts, "experts file", ms, mdims.c_str());
     if (ms[2] > (std::int64_t{1} << 30)) throw InputError("experts file '" + printable(o.experts) + "': H' is too large");
-    hidden_out = static_cast<int>(ms[2]);
+    f.hidden_out = static_cast<int>(ms[2]);
   }
-  io::NpyArray g;
   if (!o.grad_out.empty()) {
-    Shape gs = {c.ranks, c.tokens, hidden_out};
+    Shape gs = {c.ranks, c.tokens, f.hidden_out};
     const std::string gdims = "[R][S][H'] = [" + std::to_string(c.ranks) + "][" + std::to_string(c.tokens) + "][" +
-                              std::to_string(hidden_out) + "] (" +
+                              std::to_string(f.hidden_out) + "] (" +
                               (o.experts.empty() ? "H' = H of the x file" : "H' of the experts file") + ")";
-    g = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
+    f.grad_out = read_input(o.grad_out, "grad-out file", gs, gdims.c_str());
   }
-  const LayerInputs in{problem, x, hidden, w, o.grad_out.empty() ? nullptr : &g, o.experts.empty() ? nullptr : &m,
-                       hidden_out};
-  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
-  struct Output {
-    const std::string& path;
-    const char* what;
-    Shape shape;
-    const std::vector<double>& values;
+  return f;
+}
+
+io::OutputFiles layer_outputs(const LayerOptions& o) {
+  io::OutputFiles out;
+  out.add(o.output, "output file", "--output");
+  out.add(o.recv, "recv file", "--recv");
+  out.add(o.grad_x, "grad-x file", "--grad-x");
+  out.add(o.grad_weights, "grad-weights file", "--grad-weights");
+  out.add(o.grad_experts, "grad-experts file", "--grad-experts");
+  return out;
+}
+
+void write_layer_files(const LayerOptions& o, const LayerFiles& f, const LayerResults& res) {
+  const Config& c = f.problem.config;
+  const auto npy = [](Shape shape, const std::vector<double>& values) -> io::Produce {
+    return [shape, &values](const io::TextOut::Sink& sink) { sink(io::npy_float32_bytes(shape, values)); };
   };
-  std::vector<Output> files = {{o.output, "output file", {c.ranks, c.tokens, hidden_out}, res.out}};
-  if (!o.recv.empty()) files.push_back({o.recv, "recv file", {c.ranks, c.slots(), hidden}, res.recv});
-  if (in.grad_out) {
-    files.push_back({o.grad_x, "grad-x file", {c.ranks, c.tokens, hidden}, res.grad_x});
-    files.push_back({o.grad_weights, "grad-weights file", {c.ranks, c.tokens, c.topk}, res.grad_w});
-    if (in.experts)
-      files.push_back({o.grad_experts, "grad-experts file", {c.experts, hidden, hidden_out}, res.grad_experts});
-  }
-  // Every output path is resolved before the first is written, so that an
-  // unwritable one (a directory, a missing folder) leaves no file changed.
-  for (const Output& f : files) io::resolve_output(f.path, f.what);
-  for (const Output& f : files) io::write_npy(f.path, f.what, f.shape, f.values);
+  // In layer_outputs' order; an output not asked for is never produced.
+  std::vector<io::Produce> texts = {npy({c.ranks, c.tokens, f.hidden_out}, res.out)};
+  texts.push_back(o.recv.empty() ? io::Produce() : npy({c.ranks, c.slots(), f.hidden}, res.recv));
+  const bool grads = !o.grad_out.empty();
+  texts.push_back(grads ? npy({c.ranks, c.tokens, f.hidden}, res.grad_x) : io::Produce());
+  texts.push_back(grads ? npy({c.ranks, c.tokens, c.topk}, res.grad_w) : io::Produce());
+  texts.push_back(grads && !o.experts.empty() ? npy({c.experts, f.hidden, f.hidden_out}, res.grad_experts)
+                                              : io::Produce());
+  // All or nothing: every file complete beside its target, then all put
+  // in place (io/output_set.hpp: nothing left behind on a failure or a
+  // signal).
+  layer_outputs(o).write(texts);
+}
+
+void run_layer(const LayerOptions& o) {
+  layer_outputs(o).check();  // a path that cannot be written stops the run before any work
+  const LayerFiles f = read_layer_files(o);
+  const LayerInputs in{f.problem, f.x, f.hidden, f.w, o.grad_out.empty() ? nullptr : &f.grad_out,
+                       o.experts.empty() ? nullptr : &f.experts, f.hidden_out};
+  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype) : reference_layer(in, o.dtype);
+  write_layer_files(o, f, res);
 }
 
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype) {

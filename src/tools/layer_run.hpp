@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "io/npy.hpp"
+#include "io/output_set.hpp"
 #include "layer_options.hpp"
 #include "moonep/io.hpp"
 
@@ -18,6 +19,22 @@ namespace moonep::tools {
 // before the first file is written. InputError for bad input (exit 2),
 // RuntimeError for an output that cannot be written (exit 1).
 void run_layer(const LayerOptions& options);
+
+// --world mpi (layer_mpi.cpp; layer_mpi_unavailable.cpp without MPI): one
+// process per rank under mpirun; returns the exit status every process
+// agreed on, the one error line printed for the whole job.
+int run_layer_mpi(const LayerOptions& options);
+
+// The inputs, read and checked (InputError naming the file): the problem,
+// x (its H), w, the experts M (its H') with --experts, grad_out with
+// --grad-out.
+struct LayerFiles {
+  Problem problem;
+  io::NpyArray x, w, experts, grad_out;
+  int hidden = 0;
+  int hidden_out = 0;  // H' (H without experts)
+};
+LayerFiles read_layer_files(const LayerOptions& options);
 
 // What a backend computes from the checked inputs, as flat C-order arrays:
 // out [R][S][H'], grad_x [R][S][H], recv [R][NvS][H], grad_w [R][S][K],
@@ -35,6 +52,14 @@ struct LayerInputs {
 struct LayerResults {
   std::vector<double> out, recv, grad_x, grad_w, grad_experts;
 };
+// The output files (io/output_set.hpp), in this order: --output, --recv,
+// --grad-x, --grad-weights, --grad-experts (an option not given: none).
+// check() before the work refuses a path that cannot be written.
+io::OutputFiles layer_outputs(const LayerOptions& options);
+// Writes every output file of `res` all or nothing (RuntimeError, exit 1,
+// with every target as it was).
+void write_layer_files(const LayerOptions& options, const LayerFiles& files, const LayerResults& res);
+
 LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype);  // layer_run.cpp
 // The reference backend's linear layer (in.experts given), T float, double
 // or bf16; reference_layer runs it (layer_linear.cpp).

@@ -12,27 +12,8 @@
 #include "moonep/mpi_world.hpp"
 #include "plan_outputs.hpp"
 #include "problem_source.hpp"
-#include "watchdog.hpp"
 
 namespace moonep::tools {
-
-MpiSession::MpiSession(double timeout_s, std::string words) : timeout_s_(timeout_s), words_(std::move(words)) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    // A process of the job that never calls MPI_Init (it stopped, or was
-    // never started) keeps the others in it forever.
-    const Watchdog bound = bound_mpi_call(timeout_s_, "start-up (MPI_Init)", words_);
-    if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw RuntimeError("MPI_Init failed");
-    owner_ = true;
-  }
-}
-
-MpiSession::~MpiSession() {
-  if (!owner_) return;
-  const Watchdog bound = bound_mpi_call(timeout_s_, "shut-down (MPI_Finalize)", words_);
-  MPI_Finalize();
-}
 
 std::string mpi_timeout_words(const PlanOptions& o) {
   if (o.mpi_timeout > 0) return "--mpi-timeout";

@@ -15,30 +15,13 @@
 #include "moonep/mpi_world.hpp"
 #include "moonep/backend.hpp"
 #include "moonep/io.hpp"
+#include "mpi_session.hpp"
 #include "mpi_stages.hpp"
 #include "plan_options.hpp"
 #include "plan_summary.hpp"
 #include "run_fingerprint.hpp"
 
 namespace moonep::tools {
-
-// MPI for the lifetime of the object (moonep-plan may also be run as a
-// singleton without mpirun: one process, one rank). MPI_Init and
-// MPI_Finalize, which wait for every process of the job, are bounded by
-// `timeout_s` (bound_mpi_call, watchdog.hpp; `words` says how the user set
-// it, for the error line).
-class MpiSession {
- public:
-  explicit MpiSession(double timeout_s = kDefaultMpiTimeout, std::string words = "--mpi-timeout");
-  ~MpiSession();
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
- private:
-  bool owner_ = false;
-  double timeout_s_;
-  std::string words_;
-};
 
 // --mpi-timeout, else $MOONEP_MPI_TIMEOUT, else the default. A bad
 // variable is reported in the first stage (once, by rank 0), not by every

@@ -59,8 +59,8 @@ moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|-
   EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer yet")
 moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
   EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
-moonep_layer_cli_test(world_mpi MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|mpi"
-  EXPECT_STDERR "--world mpi is not available in this build of moonep-layer yet")
+moonep_layer_cli_test(world_gpu MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu"
+  EXPECT_STDERR "--world gpu is not available in this build of moonep-layer yet")
 moonep_layer_cli_test(dtype_unknown MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--dtype|half"
   EXPECT_STDERR "--dtype: unknown type 'half' (float, double or bf16)")
 moonep_layer_cli_test(missing_output MAKE ${_step} EXPECT_RC 2 ARGS "${_in}" EXPECT_STDERR "missing --output")

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// moonep::MpiLayer (moonep/mpi_layer.hpp): the operations of
+// docs/spec/layer.md for this process's rank. Each one: check (every
+// process agrees, MpiLayerWindow::start), move rows into the peers'
+// symmetric buffers, fence, finish locally. The arithmetic is the
+// reference's (src/core/reference_layer.cpp) term for term, so the bits
+// are: products and sums in A in the same order, rounded to T once.
+#include "moonep/mpi_layer.hpp"
+
+#include <string>
+#include <vector>
+
+#include "mpi/mpi_layer_checks.hpp"
+#include "mpi/mpi_layer_window.hpp"
+
+namespace moonep {
+
+namespace {
+constexpr std::int64_t kAlign = 64;
+std::int64_t aligned(std::int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+template <class T>
+struct MpiLayer<T>::Impl {
+  using A = accum_type;
+  using W = weight_type;
+  MpiWorld& world;
+  Config c;
+  std::int64_t H, nvs, K;
+  int me;
+  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp).
+  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, bytes;
+  std::unique_ptr<impl::MpiLayerWindow> win;
+  std::vector<A> scratch;      // [NvS][H] partial rows before their MPI_Put (rma)
+  std::vector<W> scratch_w;    // [NvS] per-slot values before their MPI_Put (rma)
+  std::vector<std::int32_t> group_of;  // [NvS] this step's dup row headed by the slot, or -1 (-2: a duplicate)
+
+  Impl(MpiWorld& w, const Config& config, int hidden)
+      : world(w), c(config), H(hidden), nvs(config.slots()), K(config.topk), me(w.rank()) {
+    o_recv = 0;
+    o_recv_w = o_recv + aligned(nvs * H * std::int64_t(sizeof(T)));
+    o_grad_in = o_recv_w + aligned(nvs * std::int64_t(sizeof(W)));
+    o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
+    o_back_w = o_back + aligned(c.entries() * H * std::int64_t(sizeof(A)));
+    bytes = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    const long long fingerprint[] = {c.ranks, c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, hidden,
+                                     static_cast<long long>(sizeof(T)), std::is_same_v<T, bf16> ? 1 : 0};
+    win = std::make_unique<impl::MpiLayerWindow>(w, bytes, fingerprint, 9, "MpiLayer");
+    if (!win->direct()) {
+      scratch.resize(static_cast<std::size_t>(nvs * H));
+      scratch_w.resize(static_cast<std::size_t>(nvs));
+    }
+    group_of.resize(static_cast<std::size_t>(nvs));
+  }
+
+  template <class V>
+  V* local(std::int64_t offset) const {
+    return reinterpret_cast<V*>(win->local() + offset);
+  }
+  T* recv_row(std::int64_t s) const { return local<T>(o_recv) + s * H; }
+  W* recv_w() const { return local<W>(o_recv_w); }
+  T* grad_in_row(std::int64_t s) const { return local<T>(o_grad_in) + s * H; }
+  A* back_row(std::int64_t i) const { return local<A>(o_back) + i * H; }
+  W* back_w() const { return local<W>(o_back_w); }
+
+  static A widen(T v) { return static_cast<A>(v); }
+  static T round(A v) { return static_cast<T>(v); }
+
+  struct Dst {
+    int rank;
+    std::int64_t loff;
+    bool primary;
+  };
+  Dst decode(std::int32_t code) const {
+    const std::int64_t v = code >= 0 ? code : -static_cast<std::int64_t>(code) - 1;
+    return {static_cast<int>(v / nvs), v % nvs, code >= 0};
+  }
+
+  // The start of every operation: the plan's and the arguments' errors.
+  void start(const char* op, const MpiLayerPlan& plan, std::string error) {
+    const std::string plan_error = layer::mpi_plan_error(plan, c, me);
+    win->start(op, plan_error.empty() ? error : plan_error);
+  }
+
+  // group_of for this plan: the dup row each primary heads, -2 for a duplicate.
+  void mark_duplicates(const MpiLayerPlan& p) {
+    std::fill(group_of.begin(), group_of.end(), -1);
+    for (std::int64_t q = 0; q < p.dup_counts[1]; ++q) group_of[static_cast<std::size_t>(p.dup_loffs[q])] = -2;
+    for (std::int32_t j = 0; j < p.dup_counts[0]; ++j) group_of[static_cast<std::size_t>(p.dup_groups[3 * j])] = j;
+  }
+
+  // f(primary, duplicate) for every duplicate slot, in dup_loffs order.
+  template <class F>
+  static void each_duplicate(const MpiLayerPlan& p, const F& f) {
+    for (std::int32_t j = 0; j < p.dup_counts[0]; ++j)
+      for (std::int32_t q = p.dup_groups[3 * j + 1]; q < p.dup_groups[3 * j + 1] + p.dup_groups[3 * j + 2]; ++q)
+        f(std::int64_t{p.dup_groups[3 * j]}, std::int64_t{p.dup_loffs[q]});
+  }
+
+  template <class Rows>
+  void zero_padding(const MpiLayerPlan& p, const Rows& row_of, W* weights) const {
+    for (std::int64_t g = 0; g < p.zero_fill_rows; ++g)
+      for (std::int64_t s = p.zero_fill_ranges[2 * g]; s < p.zero_fill_ranges[2 * g] + p.zero_fill_ranges[2 * g + 1];
+           ++s) {
+        T* row = row_of(s);
+        for (std::int64_t h = 0; h < H; ++h) row[h] = round(A(0));
+        if (weights) weights[s] = W(0);
+      }
+  }
+
+  // Destination, then source: the combine prologue of `rows` (weighted by
+  // recv_w or not) into each primary's source `back` row, fence, and each
+  // source's sum of its primaries' rows in increasing k into `out`.
+  void reduce_to_sources(const char* op, const MpiLayerPlan& p, const const_rows_view& rows, bool weighted,
+                         const rows_view& out) {
+    mark_duplicates(p);
+    const W* rw = recv_w();
+    const std::int64_t row_bytes = H * std::int64_t(sizeof(A));
+    for (std::int64_t s = 0; s < nvs; ++s) {
+      const std::int32_t src = p.src_info[s];
+      if (src < 0 || group_of[static_cast<std::size_t>(s)] == -2) continue;
+      const int r = static_cast<int>(src / nvs);
+      const std::int64_t i = src % nvs;
+      A* part = win->direct() ? reinterpret_cast<A*>(win->peer(r) + o_back) + i * H : &scratch[s * H];
+      // (Raw rows and the branch on `weighted` outside the loops: the same
+      // operations in the same order, vectorisable.)
+      const T* row = &rows(s, 0);
+      if (weighted) {
+        const A f = A(rw[s]);
+        for (std::int64_t h = 0; h < H; ++h) part[h] = f * widen(row[h]);
+      } else {
+        for (std::int64_t h = 0; h < H; ++h) part[h] = widen(row[h]);
+      }
+      const std::int32_t j = group_of[static_cast<std::size_t>(s)];
+      if (j >= 0)
+        for (std::int32_t q = p.dup_groups[3 * j + 1]; q < p.dup_groups[3 * j + 1] + p.dup_groups[3 * j + 2]; ++q) {
+          const std::int64_t slot = p.dup_loffs[q];
+          const T* dup = &rows(slot, 0);
+          if (weighted) {
+            const A fq = A(rw[slot]);
+            for (std::int64_t h = 0; h < H; ++h) part[h] += fq * widen(dup[h]);
+          } else {
+            for (std::int64_t h = 0; h < H; ++h) part[h] += widen(dup[h]);
+          }
+        }
+      if (!win->direct()) win->put(part, row_bytes, r, o_back + i * row_bytes);
+    }
+    win->fence(op);
+    A* acc_row = acc.data();
+    for (std::int64_t t = 0; t < p.entries / K; ++t) {
+      bool first = true;
+      for (std::int64_t k = 0; k < K; ++k) {
+        if (p.dst[t * K + k] < 0) continue;  // a duplicate: in its primary's partial row
+        const A* row = back_row(t * K + k);
+        if (first)
+          std::copy(row, row + H, acc_row);
+        else
+          for (std::int64_t h = 0; h < H; ++h) acc_row[h] = acc_row[h] + row[h];
+        first = false;
+      }
+      T* o = &out(t, 0);
+      for (std::int64_t h = 0; h < H; ++h) o[h] = round(acc_row[h]);
+    }
+  }
+  std::vector<A> acc;  // [H] a token's sum at the source
+
+  // Both combines: the checks, then the sums.
+  void combine(const MpiLayerPlan& p, const const_rows_view& y, bool weighted, const rows_view& out) {
+    start("combine", p,
+          layer::first_error({layer::extent_error("y", y, nvs, H, "NvS", "H"),
+                              layer::extent_error("out", out, c.tokens, H, "S", "H")}));
+    reduce_to_sources("combine", p, y, weighted, out);
+  }
+
+  // A per-slot value for entry src_info[s], into its source's back_w.
+  void send_back_w(std::int32_t src, std::int64_t s, W value) {
+    const int r = static_cast<int>(src / nvs);
+    const std::int64_t i = src % nvs;
+    if (win->direct()) {
+      reinterpret_cast<W*>(win->peer(r) + o_back_w)[i] = value;
+      return;
+    }
+    scratch_w[static_cast<std::size_t>(s)] = value;
+    win->put(&scratch_w[static_cast<std::size_t>(s)], sizeof(W), r, o_back_w + i * std::int64_t(sizeof(W)));
+  }
+};
+
+template <class T>
+MpiLayer<T>::MpiLayer(MpiWorld& world, const Config& config, int hidden) : config_(config), hidden_(hidden) {
+  std::string error;
+  try {
+    validate(config);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  if (error.empty() && hidden < 1) error = "H must be at least 1, got " + std::to_string(hidden);
+  if (error.empty() && config.ranks != world.size())
+    error = "the configuration has ranks = " + std::to_string(config.ranks) + " but the world " +
+            std::to_string(world.size());
+  if (!world.all_ok(error.empty()))
+    throw InputError("MpiLayer: " + (error.empty() ? std::string("refused on another rank (bad configuration or H)")
+                                                   : error));
+  impl_ = std::make_unique<Impl>(world, config, hidden);
+  impl_->acc.resize(static_cast<std::size_t>(hidden));
+}
+
+template <class T>
+MpiLayer<T>::~MpiLayer() = default;
+
+template <class T>
+bool MpiLayer<T>::broken() const {
+  return impl_->win->broken();
+}
+
+template <class T>
+typename MpiLayer<T>::rows_view MpiLayer<T>::recv() const {
+  return rows_view(impl_->recv_row(0), impl_->nvs, impl_->H);
+}
+template <class T>
+typename MpiLayer<T>::slot_weights_view MpiLayer<T>::recv_w() const {
+  return slot_weights_view(impl_->recv_w(), impl_->nvs);
+}
+
+template <class T>
+void MpiLayer<T>::dispatch(const MpiLayerPlan& plan, const const_rows_view& x, const weights_view& w) {
+  Impl& m = *impl_;
+  const char* op = "dispatch";
+  const std::string error = layer::first_error({layer::extent_error("x", x, config_.tokens, m.H, "S", "H"),
+                                                layer::extent_error("w", w, config_.tokens, m.K, "S", "K")});
+  m.start(op, plan, error);
+  const std::int64_t row_bytes = m.H * std::int64_t(sizeof(T)), w_bytes = sizeof(weight_type);
+  for (std::int64_t i = 0; i < plan.entries; ++i) {
+    const auto to = m.decode(plan.dst[i]);
+    const std::int64_t t = i / m.K;
+    m.win->put(&w(t, i % m.K), w_bytes, to.rank, m.o_recv_w + to.loff * w_bytes);
+    if (to.primary) m.win->put(&x(t, 0), row_bytes, to.rank, m.o_recv + to.loff * row_bytes);
+  }
+  m.win->fence(op);
+  m.zero_padding(plan, [&](std::int64_t s) { return m.recv_row(s); }, m.recv_w());
+  m.each_duplicate(plan, [&](std::int64_t p, std::int64_t q) {
+    std::copy(m.recv_row(p), m.recv_row(p) + m.H, m.recv_row(q));
+  });
+}
+
+template <class T>
+void MpiLayer<T>::combine(const MpiLayerPlan& plan, const const_rows_view& y, const rows_view& out) {
+  impl_->combine(plan, y, true, out);
+}
+
+template <class T>
+void MpiLayer<T>::combine_unweighted(const MpiLayerPlan& plan, const const_rows_view& y, const rows_view& out) {
+  impl_->combine(plan, y, false, out);
+}
+
+namespace {
+// Combine's backward, both forms: the gradient rows travel like a dispatch
+// into grad_in; at the destination duplicates take their primary's row,
+// grad_w's dot products go back per entry (weighted), and grad_y is made.
+template <class T, class Impl, class Rows, class ConstRows, class GradW>
+void combine_backward_impl(Impl& m, const MpiLayerPlan& plan, const ConstRows& grad_out, const ConstRows* y,
+                           const Rows& grad_y, const GradW* grad_w) {
+  using A = accum_t<T>;
+  const char* op = "combine backward";
+  const bool weighted = grad_w != nullptr;
+  const std::int64_t row_bytes = m.H * std::int64_t(sizeof(T));
+  for (std::int64_t i = 0; i < plan.entries; ++i) {
+    const auto to = m.decode(plan.dst[i]);
+    if (to.primary) m.win->put(&grad_out(i / m.K, 0), row_bytes, to.rank, m.o_grad_in + to.loff * row_bytes);
+  }
+  m.win->fence(op);
+  m.each_duplicate(plan, [&](std::int64_t p, std::int64_t q) {
+    std::copy(m.grad_in_row(p), m.grad_in_row(p) + m.H, m.grad_in_row(q));
+  });
+  const auto* rw = m.recv_w();
+  for (std::int64_t s = 0; s < m.nvs; ++s) {
+    if (plan.src_info[s] < 0) continue;
+    const T* g = m.grad_in_row(s);
+    if (weighted) {
+      A dot = 0;
+      for (std::int64_t h = 0; h < m.H; ++h) dot += m.widen(g[h]) * m.widen((*y)(s, h));
+      m.send_back_w(plan.src_info[s], s, dot);
+      const A f = rw[s];
+      for (std::int64_t h = 0; h < m.H; ++h) grad_y(s, h) = m.round(f * m.widen(g[h]));
+    } else {
+      for (std::int64_t h = 0; h < m.H; ++h) grad_y(s, h) = g[h];
+    }
+  }
+  m.zero_padding(plan, [&](std::int64_t s) { return &grad_y(s, 0); }, nullptr);
+  if (!weighted) return;
+  m.win->fence(op);
+  for (std::int64_t i = 0; i < plan.entries; ++i) (*grad_w)(i / m.K, i % m.K) = m.back_w()[i];
+}
+}  // namespace
+
+template <class T>
+void MpiLayer<T>::combine_backward(const MpiLayerPlan& plan, const const_rows_view& grad_out, const const_rows_view& y,
+                                   const rows_view& grad_y, const grad_weights_view& grad_w) {
+  Impl& m = *impl_;
+  const std::string error = layer::first_error(
+      {layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H"),
+       layer::extent_error("y", y, m.nvs, m.H, "NvS", "H"),
+       layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H"),
+       layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
+  m.start("combine backward", plan, error);
+  combine_backward_impl<T>(m, plan, grad_out, &y, grad_y, &grad_w);
+}
+
+template <class T>
+void MpiLayer<T>::combine_backward_unweighted(const MpiLayerPlan& plan, const const_rows_view& grad_out,
+                                              const rows_view& grad_y) {
+  Impl& m = *impl_;
+  const std::string error = layer::first_error(
+      {layer::extent_error("grad_out", grad_out, config_.tokens, m.H, "S", "H"),
+       layer::extent_error("grad_y", grad_y, m.nvs, m.H, "NvS", "H")});
+  m.start("combine backward", plan, error);
+  combine_backward_impl<T>(m, plan, grad_out, static_cast<const const_rows_view*>(nullptr), grad_y,
+                           static_cast<const grad_weights_view*>(nullptr));
+}
+
+template <class T>
+void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_view& grad_recv,
+                                    const rows_view& grad_x) {
+  Impl& m = *impl_;
+  const std::string error = layer::first_error({layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H"),
+                                                layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H")});
+  m.start("dispatch backward", plan, error);
+  m.reduce_to_sources("dispatch backward", plan, grad_recv, false, grad_x);
+}
+
+template <class T>
+void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_view& grad_recv,
+                                    const const_slot_weights_view& grad_recv_w, const rows_view& grad_x,
+                                    const grad_weights_view& grad_w) {
+  Impl& m = *impl_;
+  const char* op = "dispatch backward";
+  const std::string error = layer::first_error({layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H"),
+                                                layer::extent_error("grad_recv_w", grad_recv_w, m.nvs, "NvS"),
+                                                layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H"),
+                                                layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
+  m.start(op, plan, error);
+  // The per-entry weight gradients go back before the rows' fence.
+  for (std::int64_t s = 0; s < m.nvs; ++s)
+    if (plan.src_info[s] >= 0) m.send_back_w(plan.src_info[s], s, grad_recv_w(s));
+  m.reduce_to_sources(op, plan, grad_recv, false, grad_x);
+  for (std::int64_t i = 0; i < plan.entries; ++i) grad_w(i / m.K, i % m.K) += m.back_w()[i];
+}
+
+template class MpiLayer<float>;
+template class MpiLayer<double>;
+template class MpiLayer<bf16>;
+
+}  // namespace moonep

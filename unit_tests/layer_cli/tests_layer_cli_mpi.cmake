@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+# moonep-layer --world mpi under mpirun (one process per rank), run as a
+# user runs it by run_layer_case.cmake: its files against the direct layer
+# (layer_cli_files check), on both MPI worlds; and failures: every process
+# exits with the same status, the job prints one line, no file is written.
+# Included from tests_mpi.cmake (its mpirun flags and environment).
+if(NOT TARGET moonep-layer OR NOT TARGET layer_cli_files)
+  return()
+endif()
+
+# moonep_layer_mpi_cli_test(NAME NP WORLD MAKE a|b ARGS a|b [EXPECT_RC n] [EXPECT_STDERR t|t] [CHECK dtype] [ABSENT f|f])
+function(moonep_layer_mpi_cli_test name np world)
+  cmake_parse_arguments(T "" "MAKE;ARGS;EXPECT_RC;EXPECT_STDERR;CHECK;ABSENT" "" ${ARGN})
+  moonep_mpirun_args(_args ${np})
+  set(defs -DEXE=${MPIEXEC_EXECUTABLE} -DFILES=$<TARGET_FILE:layer_cli_files>
+           -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layer_cli_work/mpi_${name} "-DMAKE=${T_MAKE}"
+           "-DARGS=${_args}|$<TARGET_FILE:moonep-layer>|--world|mpi|${T_ARGS}")
+  foreach(key EXPECT_RC EXPECT_STDERR CHECK ABSENT)
+    if(DEFINED T_${key})
+      list(APPEND defs "-D${key}=${T_${key}}")
+    endif()
+  endforeach()
+  add_test(NAME layer_cli_mpi_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_SOURCE_DIR}/layer_cli/run_layer_case.cmake)
+  set_tests_properties(layer_cli_mpi_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
+                       ENVIRONMENT "${_moonep_mpi_env};MOONEP_MPI_WORLD=${world}")
+endfunction()
+
+set(_in "--input|@W@/problem.json|--x|@W@/x.npy|--weights|@W@/w.npy")
+set(_all "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy")
+# R E K S B tp H seed [ragged|fine]
+set(_step "4|16|4|12|2|4|5|7")
+moonep_layer_mpi_cli_test(ragged_shared 4 shared MAKE "${_step}|ragged" ARGS "${_all}" CHECK float)
+moonep_layer_mpi_cli_test(fine_double_rma 4 rma MAKE "${_step}|fine" ARGS "${_all}|--dtype|double" CHECK double)
+moonep_layer_mpi_cli_test(bf16_np2 2 auto MAKE "2|8|4|12|2|4|5|7|fine" ARGS "${_all}|--dtype|bf16" CHECK bf16)
+moonep_layer_mpi_cli_test(one_rank 1 auto MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}" CHECK float)
+moonep_layer_mpi_cli_test(wrong_np 3 auto MAKE ${_step} EXPECT_RC 2 ARGS "${_all}"
+  EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4" ABSENT "@W@/recv.npy")
+moonep_layer_mpi_cli_test(bad_weights 2 auto MAKE "2|8|4|12|2|4|5|7" EXPECT_RC 2
+  ARGS "--input|@W@/problem.json|--x|@W@/x.npy|--weights|@W@/x.npy|--output|@W@/out.npy"
+  EXPECT_STDERR "weights file '@W@/x.npy': shape (2, 12, 5) is not [R][S][K] = [2][12][4]")
+moonep_layer_mpi_cli_test(with_backend 2 auto MAKE "2|8|4|12|2|4|5|7" EXPECT_RC 2 ARGS "${_all}|--backend|portable"
+  EXPECT_STDERR "--world mpi runs its own layer")
+# Rank 0 cannot write one output (a directory): exit 1, no other file.
+moonep_layer_mpi_cli_test(output_directory 2 auto MAKE "2|8|4|12|2|4|5|7" EXPECT_RC 1
+  ARGS "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@|--grad-weights|@W@/gw.npy"
+  EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
