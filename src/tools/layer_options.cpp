@@ -28,12 +28,9 @@ void not_yet(const std::string& option, const std::string& value) {
 
 std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
-         "                    [--recv recv.npy] [--experts M.npy]
-"
-         "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]
-"
-         "                    [--backend reference|portable] [--world inprocess|mpi] [--dtype float|double|bf16]
-"
+         "                    [--recv recv.npy] [--experts M.npy]\n"
+         "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]\n"
+         "                    [--backend reference|portable] [--world inprocess|mpi] [--dtype float|double|bf16]\n"
          "\n"
          "Plans the problem's step, dispatches the token rows x, runs the experts\n"
          "(identity, y = recv, or linear, y = recv @ M_e, with their copies fetched)\n"
