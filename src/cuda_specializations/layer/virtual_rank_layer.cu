@@ -149,14 +149,37 @@ struct Arith<__nv_bfloat16> {
   __device__ static A add(A a, A b) { return __fadd_rn(a, b); }
 };
 
+// Loads V consecutive values of the accumulation type (16-byte pieces
+// where the row allows) and V elements of T as one 16-byte piece.
+template <class A, int V>
+__device__ __forceinline__ void load_acc(const A* from, A (&v)[V]) {
+  static_assert((V * sizeof(A)) % 16 == 0, "whole 16-byte pieces");
+#pragma unroll
+  for (int j = 0; j < V * static_cast<int>(sizeof(A)) / 16; ++j)
+    reinterpret_cast<int4*>(v)[j] = __ldg(reinterpret_cast<const int4*>(from) + j);
+}
+template <class A, int V>
+__device__ __forceinline__ void store_acc(A* to, const A (&v)[V]) {
+#pragma unroll
+  for (int j = 0; j < V * static_cast<int>(sizeof(A)) / 16; ++j)
+    reinterpret_cast<int4*>(to)[j] = reinterpret_cast<const int4*>(v)[j];
+}
+template <class T, int V>
+__device__ __forceinline__ void load_piece(const T* from, T (&v)[V]) {
+  static_assert(V * sizeof(T) == 16, "one 16-byte piece");
+  *reinterpret_cast<int4*>(v) = __ldg(reinterpret_cast<const int4*>(from));
+}
+
 // Combine, 1 (prologue): per destination, a warp per dup group: the
 // primary's partial row = its weighted row, then + each duplicate's
-// weighted row in increasing k.
+// weighted row in increasing k. With p.vec16 each lane takes V elements
+// (one 16-byte piece of T) at a time.
 template <class T>
 __global__ void combine_prologue(LayerParams p, const T* y, const typename Arith<T>::A* recv_w,
                                  typename Arith<T>::A* partial) {
   using M = Arith<T>;
   using A = typename M::A;
+  constexpr int V = 16 / sizeof(T);
   const int lane = threadIdx.x & 31;
   const i64 warp = (static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const i64 warps = (static_cast<i64>(gridDim.x) * blockDim.x) >> 5;
@@ -170,6 +193,32 @@ __global__ void combine_prologue(LayerParams p, const T* y, const typename Arith
     if (primary < 0 || primary >= p.NvS) continue;
     const A wp = recv_w ? recv_w[base + primary] : A(1);
     A* out = partial + (base + primary) * p.H;
+    if (p.vec16) {
+      for (i64 h0 = static_cast<i64>(lane) * V; h0 < p.H; h0 += 32 * V) {
+        T piece[V];
+        load_piece(y + (base + primary) * p.H + h0, piece);
+        A acc[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A v = M::load(piece, j);
+          acc[j] = recv_w ? M::mul(wp, v) : v;
+        }
+        for (i64 q = grp[1]; q < static_cast<i64>(grp[1]) + grp[2]; ++q) {
+          if (q < 0 || q >= p.NvS) continue;
+          const i64 dup = loffs[q];
+          if (dup < 0 || dup >= p.NvS) continue;
+          load_piece(y + (base + dup) * p.H + h0, piece);
+          const A wq = recv_w ? recv_w[base + dup] : A(1);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const A v = M::load(piece, j);
+            acc[j] = M::add(acc[j], recv_w ? M::mul(wq, v) : v);
+          }
+        }
+        store_acc(out + h0, acc);
+      }
+      continue;
+    }
     for (i64 h = lane; h < p.H; h += 32) {
       const A v = M::load(y, (base + primary) * p.H + h);
       A acc = recv_w ? M::mul(wp, v) : v;
@@ -232,11 +281,10 @@ __global__ void combine_sum(LayerParams p, const T* y, const typename Arith<T>::
           const i64 c = s_code[wib][k];
           A v[V];
           if ((with_dups >> k) & 1u) {
-#pragma unroll
-            for (int j = 0; j < V; ++j) v[j] = partial[c * p.H + h0 + j];
+            load_acc(partial + c * p.H + h0, v);
           } else {
             T piece[V];
-            *reinterpret_cast<int4*>(piece) = __ldg(reinterpret_cast<const int4*>(y + c * p.H + h0));
+            load_piece(y + c * p.H + h0, piece);
             const A wk = s_w[wib][k];
 #pragma unroll
             for (int j = 0; j < V; ++j) {
