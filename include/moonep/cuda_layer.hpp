@@ -69,6 +69,23 @@ class VirtualRankLayer {
   // order, for t < s_r; rows past s_r untouched. Asynchronous.
   void combine(const void* y, const void* recv_w, void* out, cudaStream_t stream) const;
 
+  // Combine's backward. grad_out [R][S][H] (rows t < s_r read), y and
+  // recv_w as combine took them. grad_y [R][NvS][H]: every filled slot
+  // round_T(recv_w * grad_out[r][t]) (recv_w null: grad_out's row, bits),
+  // padding rows zero, slots after the last group untouched. grad_w
+  // [R][S][K] (ignored, may be null, when recv_w is null): <grad_out[r][t],
+  // y[d_k][loff_k]> summed in increasing h, for t < s_r. Asynchronous.
+  void combine_backward(const void* grad_out, const void* y, const void* recv_w, void* grad_y, void* grad_w,
+                        cudaStream_t stream) const;
+
+  // Dispatch's backward. grad_recv [R][NvS][H] (filled slots read) ->
+  // grad_x [R][S][H]: sum over k of grad_recv[d_k][loff_k] in the
+  // contract's order (an unweighted combine), rows past s_r untouched.
+  // grad_recv_w [R][NvS] and grad_w [R][S][K] both null, or both set:
+  // grad_w[r][t][k] += grad_recv_w[d_k][loff_k]. Asynchronous.
+  void dispatch_backward(const void* grad_recv, const void* grad_recv_w, void* grad_x, void* grad_w,
+                         cudaStream_t stream) const;
+
  private:
   struct State;
   std::unique_ptr<State> s_;
