@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep::cuda::VirtualRankLayer (moonep/cuda_layer.hpp) against the
 // reference layer (moonep/layer_reference.hpp), bit for bit: dispatch's
-// recv and recv_w (filled slots, zeroed padding, untouched tail) and
-// combine's out (weighted and not, rows past s_r untouched), for float,
+// recv and recv_w (filled slots, zeroed padding, untouched tail),
+// combine's out (weighted and not, rows past s_r untouched), combine's
+// backward (grad_y, grad_w) and dispatch's backward (grad_x, grad_w
+// added to), exact and random data, for float,
 // double and bfloat16, full and ragged steps (rows past s_r NaN: never
 // read), tokens that name one expert twice and tokens whose K experts all
 // live on one rank (many duplicates), R = 1, H whose rows are and are not
@@ -82,11 +84,21 @@ std::vector<V> flat(const PerRank<V>& a) {
   return f;
 }
 
-// One case: plan on the GPU, dispatch and combine there and with the
-// reference, compare every element's bits. `exact`: quarters, so every sum
-// is exact too; else random values.
+// Elements that differ in their bits.
+template <class V>
+std::size_t wrong_bits(const std::vector<V>& got, const std::vector<V>& want) {
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) wrong += same_bits(got[i], want[i]) ? 0 : 1;
+  return wrong;
+}
+
+// One case: plan on the GPU, dispatch, combine and both backwards there and
+// with the reference, compare every element's bits. `exact`: quarters, so
+// every product and sum is exact too; else random values (the same bits
+// because every path adds in the same order).
 template <class T>
-void check_case(const Config& c, const Routing& full, const TokensPerRank* tokens, int H, std::uint64_t seed) {
+void check_case(const Config& c, const Routing& full, const TokensPerRank* tokens, int H, std::uint64_t seed,
+                bool exact) {
   using W = moonep::weight_t<T>;
   INFO("R=" << c.ranks << " E=" << c.experts << " K=" << c.topk << " S=" << c.tokens << " B=" << c.copy_slots
             << " tp=" << c.token_padding << " H=" << H << " ragged=" << (tokens != nullptr));
@@ -100,15 +112,21 @@ void check_case(const Config& c, const Routing& full, const TokensPerRank* token
 
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> q(-8, 8);
-  PerRank<T> x(c.ranks, std::vector<T>(static_cast<std::size_t>(S * H)));
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const auto draw = [&] { return exact ? q(rng) / 4.0 : u(rng); };
+  // Token rows [R][S][width] (rows past s_r NaN: never read) and weights.
+  const auto token_rows = [&](std::int64_t width) {
+    PerRank<T> a(c.ranks, std::vector<T>(static_cast<std::size_t>(S * width)));
+    for (int r = 0; r < c.ranks; ++r)
+      for (std::int64_t t = 0; t < S; ++t)
+        for (std::int64_t h = 0; h < width; ++h)
+          a[r][t * width + h] = t < (tokens ? (*tokens)[r] : S) ? value<T>(draw()) : nan_value<T>();
+    return a;
+  };
+  PerRank<T> x = token_rows(H);
   PerRank<W> w(c.ranks, std::vector<W>(static_cast<std::size_t>(S * K)));
-  for (int r = 0; r < c.ranks; ++r) {
-    const std::int64_t s_r = tokens ? (*tokens)[r] : S;
-    for (std::int64_t t = 0; t < S; ++t) {
-      for (std::int64_t h = 0; h < H; ++h) x[r][t * H + h] = t < s_r ? value<T>(q(rng) / 4.0) : nan_value<T>();
-      for (std::int64_t k = 0; k < K; ++k) w[r][t * K + k] = t < s_r ? W(q(rng) / 4.0) : W(NAN);
-    }
-  }
+  for (int r = 0; r < c.ranks; ++r)
+    for (std::int64_t i = 0; i < S * K; ++i) w[r][i] = i / K < (tokens ? (*tokens)[r] : S) ? W(draw()) : W(NAN);
   // The reference on the planner's own plan (cut to s_r rows per rank).
   PerRank<T> x_ref = x;
   PerRank<W> w_ref = w;
@@ -154,6 +172,45 @@ void check_case(const Config& c, const Routing& full, const TokensPerRank* token
     INFO("first wrong element " << first);
     CHECK(wrong == 0);
   }
+
+  // Combine's backward: grad_out's rows out to the slots (times each
+  // slot's weight, or the bits) and one dot product per entry.
+  const PerRank<T> g = token_rows(H);
+  DeviceArray<T> d_g(flat(g));
+  for (bool weighted : {true, false}) {
+    INFO("combine backward, weighted " << weighted);
+    PerRank<T> gy_ref(c.ranks, std::vector<T>(static_cast<std::size_t>(NvS * H), value<T>(7)));
+    PerRank<W> gw_ref(c.ranks, std::vector<W>(static_cast<std::size_t>(S * K), W(5)));
+    moonep::combine_backward_reference<T>(plan, H, g, y, weighted ? &w_ref : nullptr, gy_ref,
+                                          weighted ? &gw_ref : nullptr);
+    DeviceArray<T> d_gy(std::vector<T>(static_cast<std::size_t>(c.ranks * NvS * H), value<T>(7)));
+    DeviceArray<W> d_gw(std::vector<W>(static_cast<std::size_t>(c.ranks * S * K), W(5)));
+    layer.combine_backward(d_g.p, d_y.p, weighted ? d_recv_w.p : nullptr, d_gy.p, weighted ? d_gw.p : nullptr,
+                           nullptr);
+    cuda_ok(cudaDeviceSynchronize());
+    CHECK(wrong_bits(d_gy.get(), flat(gy_ref)) == 0);
+    CHECK(wrong_bits(d_gw.get(), flat(gw_ref)) == 0);  // untouched (5) when unweighted
+  }
+
+  // Dispatch's backward: grad_recv (here y) back to the tokens, summed as
+  // an unweighted combine, and grad_w += grad_recv_w.
+  PerRank<W> grecv_w(c.ranks, std::vector<W>(static_cast<std::size_t>(NvS)));
+  for (auto& rank : grecv_w)
+    for (auto& v : rank) v = W(draw());
+  DeviceArray<W> d_grecv_w(flat(grecv_w));
+  for (bool with_w : {true, false}) {
+    INFO("dispatch backward, with grad_w " << with_w);
+    PerRank<T> gx_ref(c.ranks, std::vector<T>(static_cast<std::size_t>(S * H), value<T>(3)));
+    PerRank<W> gw_ref = w_ref;  // an input too: the backward adds to it
+    moonep::dispatch_backward_reference<T>(plan, H, y, with_w ? &grecv_w : nullptr, gx_ref,
+                                           with_w ? &gw_ref : nullptr);
+    DeviceArray<T> d_gx(std::vector<T>(static_cast<std::size_t>(c.ranks * S * H), value<T>(3)));
+    DeviceArray<W> d_gw(flat(w_ref));
+    layer.dispatch_backward(d_y.p, with_w ? d_grecv_w.p : nullptr, d_gx.p, with_w ? d_gw.p : nullptr, nullptr);
+    cuda_ok(cudaDeviceSynchronize());
+    CHECK(wrong_bits(d_gx.get(), flat(gx_ref)) == 0);
+    CHECK(wrong_bits(d_gw.get(), flat(gw_ref)) == 0);
+  }
 }
 
 template <class T>
@@ -167,11 +224,11 @@ void check_shapes(bool small) {
       for (Shape shape : {Shape::skew, Shape::same_expert_k_times, Shape::owner_zero}) {
         INFO("shape " << moonep::test::name(shape));
         const Routing full = moonep::test::make_routing(c, shape, 11);
-        check_case<T>(c, full, nullptr, H, 3);
+        check_case<T>(c, full, nullptr, H, 3, true);
         moonep::impl::SplitMix64 rng{5};
         const TokensPerRank t = moonep::test::ragged_tokens(c, 1, rng);
         const Routing cut = moonep::test::cut_to_tokens(c, full, t);
-        check_case<T>(c, moonep::test::padded_to_full(c, cut), &t, H, 4);
+        check_case<T>(c, moonep::test::padded_to_full(c, cut), &t, H, 4, false);
       }
     }
   }
@@ -196,6 +253,18 @@ TEST_CASE("cuda layer: H < 1 is refused", "[cuda_layer]") {
   VirtualRankPlanner planner(Config{2, 4, 2, 4, 2, 2});
   REQUIRE_THROWS_WITH(VirtualRankLayer(planner, 0, Element::f32),
                       "moonep::cuda::VirtualRankLayer: H must be at least 1, got 0");
+}
+TEST_CASE("cuda layer: null buffers and half a gradient pair are refused before anything runs", "[cuda_layer]") {
+  VirtualRankPlanner planner(Config{2, 4, 2, 4, 2, 2});
+  VirtualRankLayer layer(planner, 4, Element::f32);
+  DeviceArray<float> a(std::vector<float>(64));
+  REQUIRE_THROWS_WITH(layer.dispatch(a.p, nullptr, a.p, a.p, nullptr),
+                      "moonep::cuda::VirtualRankLayer::dispatch: a buffer is null");
+  REQUIRE_THROWS_WITH(layer.combine_backward(a.p, nullptr, a.p, a.p, a.p, nullptr),
+                      "moonep::cuda::VirtualRankLayer::combine_backward (weighted: y and grad_w): a buffer is null");
+  REQUIRE_THROWS_WITH(layer.dispatch_backward(a.p, a.p, a.p, nullptr, nullptr),
+                      "moonep::cuda::VirtualRankLayer::dispatch_backward: grad_recv_w and grad_w go together (both "
+                      "or neither)");
 }
 
 // The soak of issue 35: 10^5 steps replayed in one CUDA graph (new routing

@@ -7,26 +7,29 @@
 // CUDA. The portable path (moonep/layer.hpp) and the reference
 // (moonep/layer_reference.hpp) give the same bits.
 //
-// Transport as the contract says: dispatch's first kernel has one warp per
-// routed entry store the entry's weight and, for a primary, copy its
-// token's row into the destination slot in 16-byte pieces (where H*size is
-// a multiple of 16; element by element otherwise); the second kernel, per
-// destination, zeroes the padding and copies each primary's row into its
-// duplicates' slots (the epilogue). Combine's first kernel adds every
-// duplicate's weighted row into its primary's partial row (prologue, in
-// the accumulation type, increasing k); the second has one warp per token
-// add its primaries' rows (partial where the primary has duplicates, w*y
-// otherwise) in increasing k and round to T once. Products and sums are
-// rounded separately (no fused multiply-add), as on the host.
+// Transport: one warp per token reads its row once and writes it into the
+// slot of each of its entries (primaries and duplicates: on one GPU the
+// same bits as the contract's epilogue, without reading each primary's
+// slot back), every entry's weight beside it; a second kernel zeroes the
+// padding. Combine has one warp per token sum, for each primary in
+// increasing k, its weighted row and its duplicates' (the token's later
+// entries on that rank) in the accumulation type, then the primaries'
+// sums in increasing k, rounded to T once: the contract's prologue and
+// source sums in the same order, the partial rows kept in registers.
+// The backward reuses both walks: combine's backward scatters the
+// gradient rows (times each slot's weight) like a dispatch and sums one
+// dot product per entry in increasing h; dispatch's backward gathers like
+// an unweighted combine. Products and sums are rounded separately (no
+// fused multiply-add), as on the host.
 //
 // What must stay true:
-//  * Nothing is allocated per step (the partial rows are allocated once);
-//    no call waits for the host, so a step is capturable in a CUDA graph
-//    with the plan's, and replays of any counts work (each rank's count of
-//    entries is read from the plan on the device).
+//  * Nothing is allocated, per step or at all beyond the object; no call
+//    waits for the host, so a step is capturable in a CUDA graph with the
+//    plan's, and replays of any counts work (each rank's count of entries
+//    is read from the plan on the device).
 //  * Whatever the plan holds, nothing is read or written outside the
-//    buffers: every destination, slot, padding range and dup index is
-//    checked where it is used and skipped when out of range.
+//    buffers: every destination, slot and padding range is checked where
+//    it is used and skipped when out of range.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// moonep-layer's command line; see layer_options.hpp. The reference and
-// portable backends on the in-process world and the MPI world run the layer
-// today: the other backend and world are named (so that scripts written for
-// them get a clear answer) and refused.
+// moonep-layer's command line; see layer_options.hpp. The reference,
+// portable and (in a build with CUDA) cuda backends on the in-process world,
+// and the MPI world, run the layer today: the GPU world is named (so that
+// scripts written for it get a clear answer) and refused.
 #include "layer_options.hpp"
 
 #include <map>
@@ -15,13 +15,20 @@ namespace moonep::tools {
 
 namespace {
 
+#ifdef MOONEP_LAYER_WITH_CUDA
+constexpr bool kLayerWithCuda = true;
+#else
+constexpr bool kLayerWithCuda = false;
+#endif
+
 [[noreturn]] void usage_error(const std::string& what) {
   throw InputError(what + " (see moonep-layer --help)");
 }
 
 void not_yet(const std::string& option, const std::string& value) {
   usage_error(option + " " + value + " is not available in this build of moonep-layer yet: the layer runs on "
-              "--backend reference or portable, --world inprocess or mpi");
+              "--backend reference, portable" +
+              std::string(kLayerWithCuda ? " or cuda" : "") + ", --world inprocess or mpi");
 }
 
 }  // namespace
@@ -30,7 +37,7 @@ std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
          "                    [--recv recv.npy] [--experts M.npy]\n"
          "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]\n"
-         "                    [--backend reference|portable] [--world inprocess|mpi] [--dtype float|double|bf16]\n"
+         "                    [--backend reference|portable|cuda] [--world inprocess|mpi] [--dtype float|double|bf16]\n"
          "\n"
          "Plans the problem's step, dispatches the token rows x, runs the experts\n"
          "(identity, y = recv, or linear, y = recv @ M_e, with their copies fetched)\n"
@@ -53,7 +60,9 @@ std::string layer_usage() {
          "                       bf16 (inputs rounded to it, accumulation in float or double)\n"
          "  --backend NAME       reference (default: the executable spec, on the host) or\n"
          "                       portable (the Kokkos planner and layer on Kokkos' default\n"
-         "                       execution space; float or double)\n"
+         "                       execution space; float or double) or cuda (a build with\n"
+         "                       CUDA: every rank a virtual rank on the current GPU, the\n"
+         "                       CUDA planner and layer; identity experts; any --dtype)\n"
          "  --world NAME         inprocess (default: every rank in this process) or mpi (under\n"
          "                       mpirun -np R: one process per rank, each reading its rank's\n"
          "                       rows; rank 0 writes the files; the MPI world is\n"
@@ -66,7 +75,8 @@ std::string layer_usage() {
 }
 
 std::string layer_version() {
-  return "moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable\nworlds: inprocess"
+  return std::string("moonep-layer " MOONEP_VERSION_STRING "\nbackends: reference, portable") +
+         (kLayerWithCuda ? ", cuda" : "") + "\nworlds: inprocess"
 #ifdef MOONEP_LAYER_WITH_MPI
          ", mpi"
 #endif
@@ -107,11 +117,13 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
       else if (value == "bf16") o.dtype = LayerDtype::bfloat16;
       else usage_error("--dtype: unknown type '" + printable(value) + "' (float, double or bf16)");
     } else if (arg == "--backend") {
-      if (value == "cuda") not_yet(arg, value);
+      if (value == "cuda" && !kLayerWithCuda)
+        usage_error("--backend cuda is not available in this build of moonep-layer: MoonEP was built without CUDA");
       o.backend_given = true;
       if (value == "portable") o.backend = LayerBackend::portable;
+      else if (value == "cuda") o.backend = LayerBackend::cuda;
       else if (value != "reference")
-        usage_error("--backend: unknown backend '" + printable(value) + "' (reference or portable)");
+        usage_error("--backend: unknown backend '" + printable(value) + "' (reference, portable or cuda)");
     } else if (arg == "--world") {
       if (value == "gpu") not_yet(arg, value);
       if (value == "mpi") o.world = LayerWorld::mpi;

@@ -8,8 +8,10 @@ namespace moonep::tools {
 
 enum class LayerDtype { float32, float64, bfloat16 };
 // reference: moonep/layer_reference.hpp on the host; portable: the Kokkos
-// planner and moonep::InProcessLayer on Kokkos' default execution space.
-enum class LayerBackend { reference, portable };
+// planner and moonep::InProcessLayer on Kokkos' default execution space;
+// cuda: moonep::cuda::VirtualRankPlanner and VirtualRankLayer on the
+// current GPU (a build with CUDA).
+enum class LayerBackend { reference, portable, cuda };
 // inprocess: every rank in this process; mpi: one MPI process per rank
 // (moonep::MpiLayer, planned by the portable Planner over an MPI world).
 enum class LayerWorld { inprocess, mpi };
@@ -34,7 +36,8 @@ struct LayerOptions {
 };
 
 // Parses argv[1..argc). Throws InputError (exit 2) naming the option: an
-// unknown option or value, a missing value or required option, a backend,
+// unknown option or value, a missing value or required option, a backend
+// (cuda without CUDA),
 // world or --devices this build does not run the layer on yet, --dtype bf16
 // with --backend portable, --backend with --world mpi, one output path
 // given twice, --grad-experts without --experts, or the gradients' files

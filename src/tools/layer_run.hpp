@@ -66,5 +66,6 @@ LayerResults reference_layer(const LayerInputs& in, LayerDtype dtype);  // layer
 template <class T>
 LayerResults reference_linear_layer(const LayerInputs& in);
 LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype);   // layer_portable.cpp
+LayerResults cuda_layer(const LayerInputs& in, LayerDtype dtype);       // layer_cuda.cpp
 
 }  // namespace moonep::tools

@@ -2,7 +2,7 @@
 # One moonep-layer run, checked; run by CTest as
 #   cmake -DEXE=moonep-layer -DFILES=layer_cli_files -DWORK=dir -DMAKE=a|b|...
 #         -DARGS=a|b|... [-DEXPECT_RC=n -DEXPECT_STDERR=text|text] [-DCHECK=dtype]
-#         [-DABSENT=file|file] -P run_layer_case.cmake
+#         [-DABSENT=file|file] [-DNEEDS_GPU=ON] -P run_layer_case.cmake
 # MAKE: the arguments of "layer_cli_files make WORK ..." (the inputs).
 # ARGS: moonep-layer's arguments; @W@ stands for WORK.
 # EXPECT_RC (default 0). A failing run must write exactly one stderr line
@@ -10,7 +10,8 @@
 # containing every EXPECT_STDERR text, and leave WORK/out.npy (made before
 # the run) untouched and every ABSENT file uncreated. A successful run
 # writes no "moonep-layer" line; CHECK then runs "layer_cli_files check WORK
-# dtype" on its files.
+# dtype" on its files. NEEDS_GPU: a run that found no CUDA device prints
+# "run_layer_case: skipped, no CUDA device" (CTest then reports a skip).
 cmake_minimum_required(VERSION 3.18)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -30,6 +31,10 @@ endif()
 function(fail msg)
   message(FATAL_ERROR "moonep-layer ${args}\n${msg}\n--- stdout:\n${out}\n--- stderr:\n${err}")
 endfunction()
+if(NEEDS_GPU AND rc EQUAL 1 AND err MATCHES "--backend cuda: no (usable )?CUDA device")
+  message("run_layer_case: skipped, no CUDA device")  # the test's SKIP_REGULAR_EXPRESSION
+  return()
+endif()
 if(NOT rc EQUAL EXPECT_RC)
   fail("exit status ${rc}, expected ${EXPECT_RC}")
 endif()

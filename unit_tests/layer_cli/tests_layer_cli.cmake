@@ -8,9 +8,11 @@ add_executable(layer_cli_files ${_layer_cli_dir}/layer_cli_files.cpp)
 target_include_directories(layer_cli_files PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(layer_cli_files PRIVATE moonep)
 
-# moonep_layer_cli_test(NAME MAKE a|b ARGS a|b [EXPECT_RC n] [EXPECT_STDERR t|t] [CHECK dtype] [ABSENT f|f])
+# moonep_layer_cli_test(NAME MAKE a|b ARGS a|b [EXPECT_RC n] [EXPECT_STDERR t|t] [CHECK dtype] [ABSENT f|f]
+#                       [NEEDS_GPU])
+# NEEDS_GPU: skipped (not failed) where moonep-layer finds no CUDA device.
 function(moonep_layer_cli_test name)
-  cmake_parse_arguments(T "" "MAKE;ARGS;EXPECT_RC;EXPECT_STDERR;CHECK;ABSENT" "" ${ARGN})
+  cmake_parse_arguments(T "NEEDS_GPU" "MAKE;ARGS;EXPECT_RC;EXPECT_STDERR;CHECK;ABSENT" "" ${ARGN})
   set(defs -DEXE=$<TARGET_FILE:moonep-layer> -DFILES=$<TARGET_FILE:layer_cli_files>
            -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layer_cli_work/${name} "-DMAKE=${T_MAKE}" "-DARGS=${T_ARGS}")
   foreach(key EXPECT_RC EXPECT_STDERR CHECK ABSENT)
@@ -18,7 +20,13 @@ function(moonep_layer_cli_test name)
       list(APPEND defs "-D${key}=${T_${key}}")
     endif()
   endforeach()
+  if(T_NEEDS_GPU)
+    list(APPEND defs -DNEEDS_GPU=ON)
+  endif()
   add_test(NAME layer_cli_${name} COMMAND ${CMAKE_COMMAND} ${defs} -P ${_layer_cli_dir}/run_layer_case.cmake)
+  if(T_NEEDS_GPU)
+    set_tests_properties(layer_cli_${name} PROPERTIES SKIP_REGULAR_EXPRESSION "run_layer_case: skipped, no CUDA device")
+  endif()
 endfunction()
 
 set(_in "--input|@W@/problem.json|--x|@W@/x.npy|--weights|@W@/w.npy")
@@ -55,8 +63,20 @@ moonep_layer_cli_test(problem_not_json MAKE ${_step} EXPECT_RC 2
   EXPECT_STDERR "@W@/x.npy")
 moonep_layer_cli_test(grad_alone MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--grad-out|@W@/g.npy"
   EXPECT_STDERR "--grad-out, --grad-x and --grad-weights go together")
-moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|cuda"
-  EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer yet")
+if(MoonEP_HAVE_CUDA)
+  # The CUDA backend (VirtualRankPlanner and VirtualRankLayer) against the
+  # same direct layer, bit for bit: every element type, fine data, ragged,
+  # R = 1, and the refusal of linear experts it does not run.
+  foreach(dtype float double bf16)
+    moonep_layer_cli_test(cuda_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--backend|cuda|--dtype|${dtype}"
+      CHECK ${dtype} NEEDS_GPU)
+  endforeach()
+  moonep_layer_cli_test(cuda_ragged MAKE "${_step}|ragged" ARGS "${_all}|--backend|cuda" CHECK float NEEDS_GPU)
+  moonep_layer_cli_test(cuda_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|cuda" CHECK float NEEDS_GPU)
+else()
+  moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|cuda"
+    EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer: MoonEP was built without CUDA")
+endif()
 moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
   EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
 moonep_layer_cli_test(world_gpu MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu"
