@@ -86,8 +86,8 @@ struct alignas(V * sizeof(T) == 16 ? 16 : alignof(T)) Piece {
   T v[V];
 };
 
-// reduce: blockIdx.y (grid-strided) is expert e = h*epn + j; thread 0
-// lists the slots (d*B + b) holding a copy of e, in increasing d then b,
+// reduce: blockIdx.y (grid-strided) is expert e = h*epn + j; the first
+// warp lists the slots (d*B + b) holding a copy of e, in increasing d then b,
 // from the owner h's table; then every thread sums its pieces of V
 // elements over that list. An expert without copies is not written.
 template <class T, int V>
@@ -100,15 +100,22 @@ __global__ void reduce_kernel(CopyParams p, const Piece<T, V>* grad_copies, Piec
   for (i64 e = blockIdx.y; e < p.E; e += gridDim.y) {
     const int h = static_cast<int>(e / p.epn);
     __syncthreads();  // the previous expert's list is no longer read
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
+      // The first warp scans the owner's table 32 slots at a time; a hit's
+      // place is the hits before it (lower lanes, earlier rounds), so the
+      // list is in increasing slot d*B + b, i.e. increasing d then b.
+      const int lane = threadIdx.x, total = p.R * p.B;
+      const std::int32_t* row = p.table + static_cast<i64>(h) * p.stride;
       int n = 0;
-      for (int d = 0; d < p.R; ++d)
-        for (int b = 0; b < p.B; ++b)
-          if (copied(p, h, d, b) == e) {
-            if (n < kListed) list[n] = d * p.B + b;
-            ++n;
-          }
-      count = n;
+      for (int base = 0; base < total; base += 32) {
+        const int i = base + lane;
+        const bool hit = i < total && row[i] == e;
+        const unsigned m = __ballot_sync(0xffffffffu, hit);
+        const int at = n + __popc(m & ((1u << lane) - 1u));
+        if (hit && at < kListed) list[at] = i;
+        n += __popc(m);
+      }
+      if (lane == 0) count = n;
     }
     __syncthreads();
     const int n = count;
@@ -143,14 +150,14 @@ __global__ void reduce_kernel(CopyParams p, const Piece<T, V>* grad_copies, Piec
 
 int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
 
-// Blocks along x for `pieces` units per row: enough to fill the GPU with
-// `rows` rows in flight, never more than the row needs.
-unsigned x_blocks(i64 pieces, i64 rows) {
-  const i64 want = (pieces + kThreads - 1) / kThreads;
-  const i64 fill = (4 * 132 + rows - 1) / (rows < 1 ? 1 : rows);  // about 4 blocks per SM over all rows
-  i64 b = want < fill ? want : fill;
-  if (b < 1) b = 1;
-  return static_cast<unsigned>(b > 65535 ? 65535 : b);
+// Blocks along x for `pieces` units per row: enough for one row to fill
+// the GPU (about 2 blocks per SM of an H100), never more than it needs.
+// Rows whose slot is unused (or whose expert has no copies) exit at once,
+// so a step that uses few of the R*B slots still moves them at full rate.
+unsigned x_blocks(i64 pieces) {
+  const i64 want = (pieces + kThreads - 1) / kThreads, fill = 2 * 132;
+  const i64 b = want < fill ? want : fill;
+  return static_cast<unsigned>(b < 1 ? 1 : b);
 }
 unsigned y_blocks(i64 rows) { return static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 ? 65535 : rows)); }
 
@@ -158,7 +165,7 @@ bool aligned16(const void* v) { return (reinterpret_cast<std::uintptr_t>(v) & 15
 
 template <class T>
 void launch_reduce(const CopyParams& p, bool vec, const void* gc, void* gp, cudaStream_t stream) {
-  const dim3 grid(x_blocks(vec ? p.Q / (16 / sizeof(T)) : p.Q, p.E), y_blocks(p.E));
+  const dim3 grid(x_blocks(vec ? p.Q / (16 / sizeof(T)) : p.Q), y_blocks(p.E));
   if (vec) {
     constexpr int V = 16 / sizeof(T);
     reduce_kernel<T, V><<<grid, kThreads, 0, stream>>>(p, static_cast<const Piece<T, V>*>(gc),
@@ -241,10 +248,10 @@ void VirtualRankExpertCopies::fetch(const void* experts, void* copies, cudaStrea
   if (slots == 0) return;
   if (bytes % 16 == 0 && aligned16(experts) && aligned16(copies)) {
     const i64 pieces = bytes / 16;
-    fetch_kernel<int4><<<dim3(x_blocks(pieces, slots), y_blocks(slots)), kThreads, 0, stream>>>(
+    fetch_kernel<int4><<<dim3(x_blocks(pieces), y_blocks(slots)), kThreads, 0, stream>>>(
         p, pieces, static_cast<const int4*>(experts), static_cast<int4*>(copies));
   } else {
-    fetch_kernel<char><<<dim3(x_blocks(bytes, slots), y_blocks(slots)), kThreads, 0, stream>>>(
+    fetch_kernel<char><<<dim3(x_blocks(bytes), y_blocks(slots)), kThreads, 0, stream>>>(
         p, bytes, static_cast<const char*>(experts), static_cast<char*>(copies));
   }
   impl::check_cuda(cudaGetLastError(), "launching the fetch kernel");
