@@ -70,7 +70,20 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
 targets=(test_cuda_planner test_gpu_world test_cuda_layer moonep_gpu_bench moonep_gpu_layer_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
+# The expert copies and the MoE layer (issue 36), where the tree has them.
+for t in test_cuda_expert_copies test_cuda_moe_layer moonep_gpu_moe_layer_bench; do
+  if have_target "$BUILD" "$t"; then targets+=("$t"); fi
+done
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
+# The MoE layer's backward test links only once VirtualRankLayer's backward
+# is in the tree: bundled when it builds, left out (said so) otherwise.
+if have_target "$BUILD" test_cuda_moe_layer_backward; then
+  if cmake --build "$BUILD" -j"$JOBS" --target test_cuda_moe_layer_backward >/dev/null 2>&1; then
+    targets+=(test_cuda_moe_layer_backward)
+  else
+    echo "bundle_gpu.sh: test_cuda_moe_layer_backward does not build here (VirtualRankLayer's backward missing?); left out" >&2
+  fi
+fi
 
 rm -rf "$BUNDLE"
 collect "$BUILD" "$BUNDLE" "${targets[@]}"

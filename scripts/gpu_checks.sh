@@ -66,12 +66,21 @@ if [ -x "$HERE/bin/test_cuda_layer" ]; then
   step cuda_layer 300 "$HERE/bin/test_cuda_layer" --durations yes
   step cuda_layer_soak 400 "$HERE/bin/test_cuda_layer" "[soak]" --durations yes
 fi
+# Expert copies (fetch, reduce) and the linear MoE layer against the
+# reference and the direct layer (issue 36).
+for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+  [ -x "$HERE/bin/$t" ] && step "${t#test_}" 300 "$HERE/bin/$t" --durations yes
+done
 if [ -n "$SAN" ]; then
   for tool in memcheck racecheck synccheck; do
     [ -x "$HERE/bin/test_cuda_layer" ] && step "layer_$tool" 120 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_layer" "[sanitize]"
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
+    for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+      [ -x "$HERE/bin/$t" ] && step "${t#test_}_$tool" 300 "$SAN" --tool "$tool" --error-exitcode 9 \
+        "$HERE/bin/$t" "[sanitize]"
+    done
     # The GPU world's R launches must run at once to meet: if the tool
     # serialises kernels, the tests time out (bounded) instead of passing.
     step "world_$tool" 120 "$SAN" --tool "$tool" --error-exitcode 9 \
@@ -124,6 +133,8 @@ fi
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
 [ -x "$HERE/bin/moonep_gpu_layer_bench" ] && step layer_benchmark 120 "$HERE/bin/moonep_gpu_layer_bench"
+[ -x "$HERE/bin/moonep_gpu_moe_layer_bench" ] && step moe_layer_benchmark 120 "$HERE/bin/moonep_gpu_moe_layer_bench" \
+  --csv "$LOGS/gpu_moe_layer.csv"
 if [ -x "$HERE/bin/moonep-plan" ]; then
   # The default backend on a GPU machine is cuda; its summary must balance.
   step moonep-plan 60 "$HERE/bin/moonep-plan" --steps 50

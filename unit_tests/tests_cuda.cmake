@@ -18,6 +18,12 @@ if(MoonEP_HAVE_CUDA)
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
   moonep_add_cuda_test(test_gpu_world test_gpu_world.cpp)
   moonep_add_cuda_test(test_cuda_layer test_cuda_layer.cpp support/soak_problem.cu)
+  # Expert copies' fetch and reduce against the reference (layer.md).
+  moonep_add_cuda_test(test_cuda_expert_copies test_cuda_expert_copies.cpp)
+  # The linear MoE layer against the direct layer: forward, and backward
+  # (the latter needs VirtualRankLayer's backward).
+  moonep_add_cuda_test(test_cuda_moe_layer test_cuda_moe_layer.cpp)
+  moonep_add_cuda_test(test_cuda_moe_layer_backward test_cuda_moe_layer_backward.cpp)
   # Planner<Kokkos::Cuda> itself (both paths) is tested by the
   # test_portable_* binaries of a build against a CUDA-enabled Kokkos; over
   # a GPU world (moonep::OnGpuWorld) by test_gpu_world_planner, in such a

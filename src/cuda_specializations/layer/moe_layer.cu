@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// moonep::cuda::VirtualRankMoeLayer (moonep/cuda_moe_layer.hpp): the
+// buffers, the group sizes read to the host, the GEMM through cuBLAS and
+// the forward (fetch, dispatch, one GEMM per non-empty group, combine).
+// The backward is moe_layer_backward.cu.
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../host_checks.hpp"
+#include "moe_layer_state.hpp"
+#include "moonep/error.hpp"
+#include "moonep/host_plan.hpp"
+#include "moonep/layer_reference.hpp"
+
+namespace moonep::cuda {
+namespace {
+
+using i64 = std::int64_t;
+
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusString(st));
+}
+
+// cuBLAS's workspace, made once so that no GEMM allocates (and a captured
+// graph holds no allocation): 32 MiB covers Hopper's largest request.
+constexpr i64 kWorkspaceBytes = i64{32} << 20;
+
+}  // namespace
+
+VirtualRankMoeLayer::State::~State() {
+  if (blas) cublasDestroy(blas);
+  if (host_groups) cudaFreeHost(host_groups);
+}
+
+void VirtualRankMoeLayer::State::gemm(bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
+                                      const void* b, i64 ldb, void* c, i64 ldc, cudaStream_t stream) const {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // same pointers and leading dimensions, operands swapped.
+  check_blas(cublasSetStream(blas, stream), "cublasSetStream");
+  const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int N = static_cast<int>(n), M = static_cast<int>(m), Kk = static_cast<int>(k);
+  if (type == Element::f64) {
+    const double one = 1, zero = 0;
+    check_blas(cublasGemmEx(blas, ob, oa, N, M, Kk, &one, b, CUDA_R_64F, static_cast<int>(ldb), a, CUDA_R_64F,
+                            static_cast<int>(lda), &zero, c, CUDA_R_64F, static_cast<int>(ldc), CUBLAS_COMPUTE_64F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (f64)");
+    return;
+  }
+  const float one = 1, zero = 0;
+  const cudaDataType_t t = type == Element::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  // CUBLAS_COMPUTE_32F (not _FAST_TF32): every product and sum in float.
+  check_blas(cublasGemmEx(blas, ob, oa, N, M, Kk, &one, b, t, static_cast<int>(ldb), a, t, static_cast<int>(lda),
+                          &zero, c, t, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmEx");
+}
+
+VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int hidden, int hidden_out, Element type,
+                                         bool training)
+    : s_(std::make_unique<State>()) {
+  if (hidden < 1)
+    throw InputError("moonep::cuda::VirtualRankMoeLayer: H must be at least 1, got " + std::to_string(hidden));
+  if (hidden_out < 1)
+    throw InputError("moonep::cuda::VirtualRankMoeLayer: H' must be at least 1, got " + std::to_string(hidden_out));
+  State& s = *s_;
+  const Config& c = planner.config();
+  s.config = c;
+  s.type = type;
+  s.H = hidden;
+  s.O = hidden_out;
+  s.training = training;
+  s.in = std::make_unique<VirtualRankLayer>(planner, hidden, type);
+  s.out = std::make_unique<VirtualRankLayer>(planner, hidden_out, type);
+  s.copies = std::make_unique<VirtualRankExpertCopies>(planner, s.Q(), type);
+  for (int r = 0; r < c.ranks; ++r) s.cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+  const i64 R = c.ranks, nvs = c.slots(), B = c.copy_slots, e = s.elem(), wbytes = type == Element::f64 ? 8 : 4;
+  impl::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), R * c.groups() * sizeof(std::int32_t)),
+                   "allocating the MoE layer's group sizes on the host");
+  s.groups.reserve(static_cast<std::size_t>(R * c.groups()));
+  // Zeroed once (DeviceBuffer): slots no step writes read as 0.
+  s.recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's recv");
+  s.recv_w.allocate(R * nvs * wbytes, "allocating the MoE layer's recv_w");
+  s.y.allocate(R * nvs * hidden_out * e, "allocating the MoE layer's y");
+  s.copy_buf.allocate(R * B * s.Q() * e, "allocating the MoE layer's copies");
+  if (training) {
+    s.grad_y.allocate(R * nvs * hidden_out * e, "allocating the MoE layer's grad_y");
+    s.grad_recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's grad_recv");
+    s.grad_copies.allocate(R * B * s.Q() * e, "allocating the MoE layer's grad_copies");
+  }
+  s.workspace.allocate(kWorkspaceBytes, "allocating cuBLAS's workspace");
+  check_blas(cublasCreate(&s.blas), "cublasCreate");
+  check_blas(cublasSetMathMode(s.blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_blas(cublasSetWorkspace(s.blas, s.workspace.ptr, kWorkspaceBytes), "cublasSetWorkspace");
+}
+
+VirtualRankMoeLayer::~VirtualRankMoeLayer() = default;
+int VirtualRankMoeLayer::hidden() const { return s_->H; }
+int VirtualRankMoeLayer::hidden_out() const { return s_->O; }
+std::int64_t VirtualRankMoeLayer::params() const { return s_->Q(); }
+Element VirtualRankMoeLayer::element() const { return s_->type; }
+const void* VirtualRankMoeLayer::recv() const { return s_->recv.ptr; }
+const void* VirtualRankMoeLayer::recv_w() const { return s_->recv_w.ptr; }
+const void* VirtualRankMoeLayer::y() const { return s_->y.ptr; }
+const void* VirtualRankMoeLayer::copies() const { return s_->copy_buf.ptr; }
+int VirtualRankMoeLayer::gemm_count() const { return static_cast<int>(s_->groups.size()); }
+
+void VirtualRankMoeLayer::read_groups(cudaStream_t stream) {
+  State& s = *s_;
+  const Config& c = s.config;
+  const i64 G = c.groups(), E = c.experts, epn = c.experts_per_rank(), nvs = c.slots();
+  for (int r = 0; r < c.ranks; ++r)
+    impl::check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
+                                     G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
+                     "reading the plan's group sizes");
+  impl::check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
+  // The refusal first, in the reference's words (only B < epn can hold
+  // such a plan; the check is a loop over what was just read).
+  if (c.copy_slots < epn) {
+    HostPlan groups;
+    groups.config = c;
+    groups.ranks.resize(static_cast<std::size_t>(c.ranks));
+    for (int r = 0; r < c.ranks; ++r)
+      groups.ranks[static_cast<std::size_t>(r)].cu_seqlens.assign(s.host_groups + r * G, s.host_groups + (r + 1) * G);
+    s.groups_read = false;
+    s.groups.clear();
+    check_experts_runnable(groups);
+  }
+  s.groups.clear();
+  const auto clip = [nvs](i64 v) { return v < 0 ? 0 : (v > nvs ? nvs : v); };
+  for (int d = 0; d < c.ranks; ++d) {
+    const std::int32_t* cu = s.host_groups + d * G;
+    for (i64 g = 0; g < G; ++g) {
+      const i64 from = clip(g == 0 ? 0 : cu[g - 1]), to = clip(cu[g]);
+      if (to <= from) continue;
+      // An own group of an expert the rank does not own never runs (only a
+      // refused plan has one; this keeps P's index in range regardless).
+      if (g < E && g / epn != d) continue;
+      s.groups.push_back(State::Group{d, from, to - from, g < E, g < E ? g : g - E});
+    }
+  }
+  s.groups_read = true;
+}
+
+void VirtualRankMoeLayer::enqueue_fetch(const void* experts, cudaStream_t stream) const {
+  s_->copies->fetch(experts, s_->copy_buf.ptr, stream);
+}
+
+void VirtualRankMoeLayer::enqueue_dispatch(const void* x, const void* w, cudaStream_t stream) const {
+  s_->in->dispatch(x, w, s_->recv.ptr, s_->recv_w.ptr, stream);
+}
+
+void VirtualRankMoeLayer::enqueue_gemms(const void* experts, cudaStream_t stream) const {
+  const State& s = *s_;
+  if (!experts) throw InputError("moonep::cuda::VirtualRankMoeLayer: the experts' buffer is null");
+  if (!s.groups_read) throw InputError("moonep::cuda::VirtualRankMoeLayer: read_groups() has not run for this plan");
+  const i64 nvs = s.config.slots(), Q = s.Q(), e = s.elem(), B = s.config.copy_slots;
+  const char* P = static_cast<const char*>(experts);
+  const char* copies = static_cast<const char*>(s.copy_buf.ptr);
+  for (const State::Group& g : s.groups) {
+    const char* M = g.own ? P + g.slot * Q * e : copies + (g.d * B + g.slot) * Q * e;
+    const char* a = static_cast<const char*>(s.recv.ptr) + (g.d * nvs + g.from) * s.H * e;
+    char* y = static_cast<char*>(s.y.ptr) + (g.d * nvs + g.from) * s.O * e;
+    s.gemm(false, false, g.rows, s.O, s.H, a, s.H, M, s.O, y, s.O, stream);
+  }
+}
+
+void VirtualRankMoeLayer::enqueue_combine(void* out, cudaStream_t stream) const {
+  s_->out->combine(s_->y.ptr, s_->recv_w.ptr, out, stream);
+}
+
+void VirtualRankMoeLayer::forward(const void* x, const void* w, const void* experts, void* out, cudaStream_t stream) {
+  if (!x || !w || !experts || !out) throw InputError("moonep::cuda::VirtualRankMoeLayer::forward: a buffer is null");
+  read_groups(stream);  // refuses an unrunnable plan before anything moves
+  enqueue_fetch(experts, stream);
+  enqueue_dispatch(x, w, stream);
+  enqueue_gemms(experts, stream);
+  enqueue_combine(out, stream);
+}
+
+}  // namespace moonep::cuda

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// Private: what moonep::cuda::VirtualRankMoeLayer (moonep/cuda_moe_layer.hpp)
+// holds, shared by its forward (moe_layer.cu) and backward
+// (moe_layer_backward.cu), and the one GEMM call both make.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "../device_buffer.hpp"
+#include "moonep/config.hpp"
+#include "moonep/cuda_expert_copies.hpp"
+#include "moonep/cuda_layer.hpp"
+#include "moonep/cuda_moe_layer.hpp"
+
+namespace moonep::cuda {
+
+struct VirtualRankMoeLayer::State {
+  Config config;
+  Element type;
+  int H = 0, O = 0;  // H and H'
+  bool training = false;
+  std::unique_ptr<VirtualRankLayer> in, out;  // dispatch side (H), combine side (H')
+  std::unique_ptr<VirtualRankExpertCopies> copies;
+  std::vector<const std::int32_t*> cu_seqlens;  // each rank's, device
+  std::int32_t* host_groups = nullptr;          // pinned [R][E+B], read_groups' copy
+  bool groups_read = false;
+  impl::DeviceBuffer recv, recv_w, y, copy_buf, grad_y, grad_recv, grad_copies, workspace;
+  cublasHandle_t blas = nullptr;
+  ~State();
+
+  std::int64_t elem() const { return type == Element::f64 ? 8 : (type == Element::bf16 ? 2 : 4); }
+  std::int64_t Q() const { return static_cast<std::int64_t>(H) * O; }
+
+  // One non-empty group of the last read_groups: rank d's slots
+  // from..from+rows (within 0..NvS) run parameters `params` (P + expert*Q
+  // or the copy slot's); `own`: an own expert (else copy slot `slot`).
+  struct Group {
+    int d;
+    std::int64_t from, rows;
+    bool own;
+    std::int64_t slot;  // expert id (own) or copy slot b
+  };
+  std::vector<Group> groups;  // rebuilt by read_groups, capacity made once
+
+  // C = op(A) @ op(B) (beta 0) for row-major A, B, C of this layer's
+  // element type: `m` x `n` result, inner size `k`; op a transpose when
+  // asked. Accumulates in float (double for f64) on `stream`.
+  void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const void* a,
+            std::int64_t lda, const void* b, std::int64_t ldb, void* c, std::int64_t ldc, cudaStream_t stream) const;
+};
+
+}  // namespace moonep::cuda
