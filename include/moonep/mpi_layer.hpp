@@ -64,6 +64,11 @@ struct MpiLayerPlan {
   std::int64_t dup_loffs_len = 0;
   const std::int32_t* dup_counts = nullptr;  // [2]
   std::int64_t dup_counts_len = 0;
+  // Read by the expert copies only (moonep/mpi_expert_copies.hpp).
+  const std::int32_t* cu_seqlens = nullptr;  // [E+B]
+  std::int64_t cu_seqlens_len = 0;
+  const std::int32_t* experts_to_copy = nullptr;  // [R][B], the same table on every rank
+  std::int64_t experts_to_copy_len = 0;
 
   // Plan of a Planner over an MPI world (its one local rank).
   MpiLayerPlan(const Plan<Kokkos::HostSpace>& plan);  // NOLINT: implicit on purpose
