@@ -7,6 +7,7 @@
 // are: products and sums in A in the same order, rounded to T once.
 #include "moonep/mpi_layer.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@ struct MpiLayer<T>::Impl {
   Config c;
   std::int64_t H, nvs, K;
   int me;
-  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp).
-  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, bytes;
+  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp);
+  // in_w [R][S*K] W only on the rma world: every source's routing weights,
+  // one MPI_Put per (source, destination rank) instead of one per entry.
+  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, o_in_w, bytes;
   std::unique_ptr<impl::MpiLayerWindow> win;
   std::vector<A> scratch;      // [NvS][H] partial rows before their MPI_Put (rma)
   std::vector<W> scratch_w;    // [NvS] per-slot values before their MPI_Put (rma)
@@ -42,7 +45,9 @@ struct MpiLayer<T>::Impl {
     o_grad_in = o_recv_w + aligned(nvs * std::int64_t(sizeof(W)));
     o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
     o_back_w = o_back + aligned(c.entries() * H * std::int64_t(sizeof(A)));
-    bytes = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    o_in_w = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    const bool rma = w.kind() != MpiWorldKind::shared;
+    bytes = o_in_w + (rma ? aligned(c.ranks * c.entries() * std::int64_t(sizeof(W))) : 0);
     const long long fingerprint[] = {c.ranks, c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, hidden,
                                      static_cast<long long>(sizeof(T)), std::is_same_v<T, bf16> ? 1 : 0};
     win = std::make_unique<impl::MpiLayerWindow>(w, bytes, fingerprint, 9, "MpiLayer");
@@ -51,7 +56,11 @@ struct MpiLayer<T>::Impl {
       scratch_w.resize(static_cast<std::size_t>(nvs));
     }
     group_of.resize(static_cast<std::size_t>(nvs));
+    sends_to.resize(static_cast<std::size_t>(c.ranks));
+    if (!win->direct()) w_stage.resize(static_cast<std::size_t>(c.entries()));
   }
+  std::vector<W> w_stage;  // [S*K] a padded w's entries, packed (rma dispatch)
+  std::vector<char> sends_to;  // [R] whether this step sends an entry to the rank (rma dispatch)
 
   template <class V>
   V* local(std::int64_t offset) const {
@@ -229,13 +238,39 @@ void MpiLayer<T>::dispatch(const MpiLayerPlan& plan, const const_rows_view& x, c
                                                 layer::extent_error("w", w, config_.tokens, m.K, "S", "K")});
   m.start(op, plan, error);
   const std::int64_t row_bytes = m.H * std::int64_t(sizeof(T)), w_bytes = sizeof(weight_type);
+  // On the rma world the weights go as one block per destination rank
+  // (every entry's, into in_w[me]; the destination picks its slots' after
+  // the fence): an MPI_Put per entry cost more than the rows.
+  const bool block_w = !m.win->direct();
+  std::fill(m.sends_to.begin(), m.sends_to.end(), 0);
   for (std::int64_t i = 0; i < plan.entries; ++i) {
     const auto to = m.decode(plan.dst[i]);
     const std::int64_t t = i / m.K;
-    m.win->put(&w(t, i % m.K), w_bytes, to.rank, m.o_recv_w + to.loff * w_bytes);
+    if (block_w)
+      m.sends_to[static_cast<std::size_t>(to.rank)] = 1;
+    else
+      m.win->put(&w(t, i % m.K), w_bytes, to.rank, m.o_recv_w + to.loff * w_bytes);
     if (to.primary) m.win->put(&x(t, 0), row_bytes, to.rank, m.o_recv + to.loff * row_bytes);
   }
+  if (block_w) {
+    const weight_type* all_w = w.data();
+    if (!w.span_is_contiguous()) {  // a padded view: its entries packed once more
+      for (std::int64_t i = 0; i < plan.entries; ++i) m.w_stage[static_cast<std::size_t>(i)] = w(i / m.K, i % m.K);
+      all_w = m.w_stage.data();
+    }
+    for (int r = 0; r < config_.ranks; ++r)
+      if (m.sends_to[static_cast<std::size_t>(r)])
+        m.win->put(all_w, plan.entries * w_bytes, r, m.o_in_w + m.me * config_.entries() * w_bytes);
+  }
   m.win->fence(op);
+  if (block_w) {
+    const weight_type* in_w = m.template local<weight_type>(m.o_in_w);
+    weight_type* rw = m.recv_w();
+    for (std::int64_t s = 0; s < m.nvs; ++s) {
+      const std::int32_t src = plan.src_info[s];
+      if (src >= 0) rw[s] = in_w[(src / m.nvs) * config_.entries() + src % m.nvs];
+    }
+  }
   m.zero_padding(plan, [&](std::int64_t s) { return m.recv_row(s); }, m.recv_w());
   m.each_duplicate(plan, [&](std::int64_t p, std::int64_t q) {
     std::copy(m.recv_row(p), m.recv_row(p) + m.H, m.recv_row(q));
