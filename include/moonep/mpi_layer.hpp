@@ -15,7 +15,9 @@
 // On an MpiSharedWorld the window is an MPI-3 shared window and a process
 // stores straight into the peer's buffer (the partial rows of the combine
 // prologue are summed in the source's `back` row in place); on an
-// MpiRmaWorld every row is one MPI_Put. Either way a row travels once per
+// MpiRmaWorld every row is one MPI_Put, and dispatch's routing weights go
+// as one block per (source, destination rank) into a region
+// in_w [R][S*K] W, from which the destination takes its slots'. Either way a row travels once per
 // (token, destination rank), from the primary; duplicates get it from their
 // primary at the destination (epilogue), and the combine prologue runs at
 // the destination, so the bits are the reference's (moonep/
