@@ -104,10 +104,11 @@ void moe_case(moonep::MpiWorld& world, const std::string& name, const Step& s, V
 
 TEST_CASE("MPI linear layer: out, gx, gw and every expert's gradient equal the direct layer, both worlds") {
   const int R = moonep_test::world_size();
-  const std::vector<std::pair<std::string, Step>> all = {
+  std::vector<std::pair<std::string, Step>> all = {
       {"B = epn", synthetic_step(Config{R, 4 * R, 4, 12, 4, 4}, 2.0, 21, false)},
       {"B < epn copying everything", runnable(Config{R, 4 * R, 3, 12, 2, 2}, 2.0, 22, false)},
       {"ragged", runnable(Config{R, 2 * R, 2, 10, 2, 1}, 1.5, 23, true)}};
+  if (R == 4) all.emplace_back("copied to every rank", copy_everywhere_step());
   for (const auto kind : moonep_test::world_kinds()) {
     auto world = moonep::make_mpi_world(MPI_COMM_WORLD, kind);
     for (const auto& [name, s] : all)
