@@ -47,6 +47,8 @@ endfunction()
 moonep_add_mpi_test(test_mpi_world 4 test_mpi_world.cpp)
 moonep_add_mpi_test(test_mpi_planner 4 test_mpi_planner.cpp)
 moonep_add_mpi_test(test_mpi_layer 4 test_mpi_layer.cpp)
+moonep_add_mpi_test(test_mpi_expert_copies 4 test_mpi_expert_copies.cpp)
+moonep_add_mpi_test(test_mpi_moe_layer 4 test_mpi_moe_layer.cpp)
 
 # Open MPI on one node backs MPI_Win_allocate windows with shared memory
 # (osc rdma over vader); forcing osc pt2pt sends every MPI_Put as a message,
@@ -55,7 +57,7 @@ moonep_add_mpi_test(test_mpi_layer 4 test_mpi_layer.cpp)
 # Open MPI < 5 (its osc rdma lets disjoint communicators' windows collide:
 # open-mpi/ompi#9492).
 if(_moonep_mpiexec_version MATCHES "Open MPI|OpenRTE")
-  foreach(_t test_mpi_world test_mpi_planner test_mpi_layer)
+  foreach(_t test_mpi_world test_mpi_planner test_mpi_layer test_mpi_expert_copies test_mpi_moe_layer)
     if(TARGET ${_t})
       add_test(NAME ${_t}_rma_pt2pt_np4
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 ${_moonep_mpi_preflags} --mca osc pt2pt

@@ -15,7 +15,10 @@
 // On an MpiSharedWorld the window is an MPI-3 shared window and a process
 // stores straight into the peer's buffer (the partial rows of the combine
 // prologue are summed in the source's `back` row in place); on an
-// MpiRmaWorld every row is one MPI_Put. Either way a row travels once per
+// MpiRmaWorld every row is one MPI_Put, and per-entry values (dispatch's
+// routing weights, the backward's values for the sources) go as one block
+// per pair of ranks into a region in_w [R][S*K] W of the receiver, which
+// takes the entries it needs from it. Either way a row travels once per
 // (token, destination rank), from the primary; duplicates get it from their
 // primary at the destination (epilogue), and the combine prologue runs at
 // the destination, so the bits are the reference's (moonep/
@@ -64,6 +67,11 @@ struct MpiLayerPlan {
   std::int64_t dup_loffs_len = 0;
   const std::int32_t* dup_counts = nullptr;  // [2]
   std::int64_t dup_counts_len = 0;
+  // Read by the expert copies only (moonep/mpi_expert_copies.hpp).
+  const std::int32_t* cu_seqlens = nullptr;  // [E+B]
+  std::int64_t cu_seqlens_len = 0;
+  const std::int32_t* experts_to_copy = nullptr;  // [R][B], the same table on every rank
+  std::int64_t experts_to_copy_len = 0;
 
   // Plan of a Planner over an MPI world (its one local rank).
   MpiLayerPlan(const Plan<Kokkos::HostSpace>& plan);  // NOLINT: implicit on purpose

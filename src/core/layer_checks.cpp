@@ -100,19 +100,26 @@ void check_layer_plan(const HostPlan& plan) {
   for (int r = 0; r < c.ranks; ++r) check_rank_plan(c, r, plan.ranks[r], tokens[r], tokens);
 }
 
+namespace layer {
+std::string uncopied_expert_error(const Config& c, int d, const std::int32_t* cu) {
+  const int epn = c.experts_per_rank();
+  for (int g = 0; g < c.experts; ++g) {
+    const std::int32_t slots = cu[g] - (g == 0 ? 0 : cu[g - 1]);
+    if (slots > 0 && g / epn != d)
+      return "rank " + std::to_string(d) + " would run expert " + std::to_string(g) + " (" +
+             std::to_string(slots) + " slots) that it neither owns nor holds in a copy slot " + "(copy_slots " +
+             std::to_string(c.copy_slots) + " < experts per rank " + std::to_string(epn) +
+             "; plan with copy_slots >= " + std::to_string(epn) + ")";
+  }
+  return "";
+}
+}  // namespace layer
+
 void check_experts_runnable(const HostPlan& plan) {
   const Config& c = plan.config;
-  const int epn = c.experts_per_rank();
   for (int d = 0; d < c.ranks; ++d) {
-    const std::vector<std::int32_t>& cu = plan.ranks[d].cu_seqlens;
-    for (int g = 0; g < c.experts; ++g) {
-      const std::int32_t slots = cu[g] - (g == 0 ? 0 : cu[g - 1]);
-      if (slots > 0 && g / epn != d)
-        throw InputError("rank " + std::to_string(d) + " would run expert " + std::to_string(g) + " (" +
-                         std::to_string(slots) + " slots) that it neither owns nor holds in a copy slot " +
-                         "(copy_slots " + std::to_string(c.copy_slots) + " < experts per rank " +
-                         std::to_string(epn) + "; plan with copy_slots >= " + std::to_string(epn) + ")");
-    }
+    const std::string error = layer::uncopied_expert_error(c, d, plan.ranks[d].cu_seqlens.data());
+    if (!error.empty()) throw InputError(error);
   }
 }
 

@@ -46,4 +46,9 @@ void check_buffer(const char* op, const char* name, const std::vector<std::vecto
 // InputError "<op>: <name> must be at least 1, got N".
 void check_width(const char* op, const char* name, std::int64_t value);
 
+// check_experts_runnable's line for rank d ("rank d would run expert g
+// (N slots) that it neither owns nor holds in a copy slot ...", the lowest
+// such g), given its cu_seqlens [E+B] (checked before); "" when it runs.
+std::string uncopied_expert_error(const Config& c, int d, const std::int32_t* cu_seqlens);
+
 }  // namespace moonep::layer

@@ -7,6 +7,7 @@
 // are: products and sums in A in the same order, rounded to T once.
 #include "moonep/mpi_layer.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,13 @@ struct MpiLayer<T>::Impl {
   Config c;
   std::int64_t H, nvs, K;
   int me;
-  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp).
-  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, bytes;
+  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp);
+  // in_w [R][S*K] W only on the rma world: per-entry values from every
+  // other rank as one MPI_Put per (rank, rank) instead of one per entry
+  // (dispatch's routing weights; the values backward sends to sources).
+  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, o_in_w, bytes;
   std::unique_ptr<impl::MpiLayerWindow> win;
   std::vector<A> scratch;      // [NvS][H] partial rows before their MPI_Put (rma)
-  std::vector<W> scratch_w;    // [NvS] per-slot values before their MPI_Put (rma)
   std::vector<std::int32_t> group_of;  // [NvS] this step's dup row headed by the slot, or -1 (-2: a duplicate)
 
   Impl(MpiWorld& w, const Config& config, int hidden)
@@ -42,16 +45,24 @@ struct MpiLayer<T>::Impl {
     o_grad_in = o_recv_w + aligned(nvs * std::int64_t(sizeof(W)));
     o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
     o_back_w = o_back + aligned(c.entries() * H * std::int64_t(sizeof(A)));
-    bytes = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    o_in_w = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    const bool rma = w.kind() != MpiWorldKind::shared;
+    bytes = o_in_w + (rma ? aligned(c.ranks * c.entries() * std::int64_t(sizeof(W))) : 0);
     const long long fingerprint[] = {c.ranks, c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, hidden,
                                      static_cast<long long>(sizeof(T)), std::is_same_v<T, bf16> ? 1 : 0};
     win = std::make_unique<impl::MpiLayerWindow>(w, bytes, fingerprint, 9, "MpiLayer");
     if (!win->direct()) {
       scratch.resize(static_cast<std::size_t>(nvs * H));
-      scratch_w.resize(static_cast<std::size_t>(nvs));
     }
     group_of.resize(static_cast<std::size_t>(nvs));
+    sends_to.resize(static_cast<std::size_t>(c.ranks));
+    if (!win->direct()) {
+      w_stage.resize(static_cast<std::size_t>(c.entries()));
+      scratch_back.resize(static_cast<std::size_t>(c.ranks * c.entries()));
+    }
   }
+  std::vector<W> w_stage;  // [S*K] a padded w's entries, packed (rma dispatch)
+  std::vector<char> sends_to;  // [R] whether this step sends an entry to the rank (rma dispatch)
 
   template <class V>
   V* local(std::int64_t offset) const {
@@ -172,17 +183,38 @@ struct MpiLayer<T>::Impl {
     reduce_to_sources("combine", p, y, weighted, out);
   }
 
-  // A per-slot value for entry src_info[s], into its source's back_w.
-  void send_back_w(std::int32_t src, std::int64_t s, W value) {
+  // Per-entry values going back to their sources (combine's backward's
+  // grad_w, dispatch's backward's grad_recv_w): begin, a value per filled
+  // slot, end (before the fence), then each source reads back_value(i).
+  // Shared world: stored straight into the source's back_w. Rma world:
+  // gathered per source rank here, then one MPI_Put per source rank into
+  // its in_w[me] (as dispatch's weights go), not one per slot.
+  void begin_back() {
+    if (!win->direct()) std::fill(sends_to.begin(), sends_to.end(), 0);
+  }
+  void send_back_w(std::int32_t src, W value) {
     const int r = static_cast<int>(src / nvs);
     const std::int64_t i = src % nvs;
     if (win->direct()) {
       reinterpret_cast<W*>(win->peer(r) + o_back_w)[i] = value;
       return;
     }
-    scratch_w[static_cast<std::size_t>(s)] = value;
-    win->put(&scratch_w[static_cast<std::size_t>(s)], sizeof(W), r, o_back_w + i * std::int64_t(sizeof(W)));
+    scratch_back[static_cast<std::size_t>(r * c.entries() + i)] = value;
+    sends_to[static_cast<std::size_t>(r)] = 1;
   }
+  void end_back() {
+    if (win->direct()) return;
+    const std::int64_t n = c.entries(), bytes_w = sizeof(W);
+    for (int r = 0; r < c.ranks; ++r)
+      if (sends_to[static_cast<std::size_t>(r)])
+        win->put(&scratch_back[static_cast<std::size_t>(r * n)], n * bytes_w, r, o_in_w + me * n * bytes_w);
+  }
+  // After the fence: the value entry i (destination code `code`) got back.
+  W back_value(std::int64_t i, std::int32_t code) const {
+    if (win->direct()) return back_w()[i];
+    return local<W>(o_in_w)[std::int64_t{decode(code).rank} * c.entries() + i];
+  }
+  std::vector<W> scratch_back;  // [R][S*K] per-entry values before their MPI_Put (rma)
 };
 
 template <class T>
@@ -229,13 +261,39 @@ void MpiLayer<T>::dispatch(const MpiLayerPlan& plan, const const_rows_view& x, c
                                                 layer::extent_error("w", w, config_.tokens, m.K, "S", "K")});
   m.start(op, plan, error);
   const std::int64_t row_bytes = m.H * std::int64_t(sizeof(T)), w_bytes = sizeof(weight_type);
+  // On the rma world the weights go as one block per destination rank
+  // (every entry's, into in_w[me]; the destination picks its slots' after
+  // the fence): an MPI_Put per entry cost more than the rows.
+  const bool block_w = !m.win->direct();
+  std::fill(m.sends_to.begin(), m.sends_to.end(), 0);
   for (std::int64_t i = 0; i < plan.entries; ++i) {
     const auto to = m.decode(plan.dst[i]);
     const std::int64_t t = i / m.K;
-    m.win->put(&w(t, i % m.K), w_bytes, to.rank, m.o_recv_w + to.loff * w_bytes);
+    if (block_w)
+      m.sends_to[static_cast<std::size_t>(to.rank)] = 1;
+    else
+      m.win->put(&w(t, i % m.K), w_bytes, to.rank, m.o_recv_w + to.loff * w_bytes);
     if (to.primary) m.win->put(&x(t, 0), row_bytes, to.rank, m.o_recv + to.loff * row_bytes);
   }
+  if (block_w) {
+    const weight_type* all_w = w.data();
+    if (!w.span_is_contiguous()) {  // a padded view: its entries packed once more
+      for (std::int64_t i = 0; i < plan.entries; ++i) m.w_stage[static_cast<std::size_t>(i)] = w(i / m.K, i % m.K);
+      all_w = m.w_stage.data();
+    }
+    for (int r = 0; r < config_.ranks; ++r)
+      if (m.sends_to[static_cast<std::size_t>(r)])
+        m.win->put(all_w, plan.entries * w_bytes, r, m.o_in_w + m.me * config_.entries() * w_bytes);
+  }
   m.win->fence(op);
+  if (block_w) {
+    const weight_type* in_w = m.template local<weight_type>(m.o_in_w);
+    weight_type* rw = m.recv_w();
+    for (std::int64_t s = 0; s < m.nvs; ++s) {
+      const std::int32_t src = plan.src_info[s];
+      if (src >= 0) rw[s] = in_w[(src / m.nvs) * config_.entries() + src % m.nvs];
+    }
+  }
   m.zero_padding(plan, [&](std::int64_t s) { return m.recv_row(s); }, m.recv_w());
   m.each_duplicate(plan, [&](std::int64_t p, std::int64_t q) {
     std::copy(m.recv_row(p), m.recv_row(p) + m.H, m.recv_row(q));
@@ -272,13 +330,14 @@ void combine_backward_impl(Impl& m, const MpiLayerPlan& plan, const ConstRows& g
     std::copy(m.grad_in_row(p), m.grad_in_row(p) + m.H, m.grad_in_row(q));
   });
   const auto* rw = m.recv_w();
+  m.begin_back();
   for (std::int64_t s = 0; s < m.nvs; ++s) {
     if (plan.src_info[s] < 0) continue;
     const T* g = m.grad_in_row(s);
     if (weighted) {
       A dot = 0;
       for (std::int64_t h = 0; h < m.H; ++h) dot += m.widen(g[h]) * m.widen((*y)(s, h));
-      m.send_back_w(plan.src_info[s], s, dot);
+      m.send_back_w(plan.src_info[s], dot);
       const A f = rw[s];
       for (std::int64_t h = 0; h < m.H; ++h) grad_y(s, h) = m.round(f * m.widen(g[h]));
     } else {
@@ -287,8 +346,9 @@ void combine_backward_impl(Impl& m, const MpiLayerPlan& plan, const ConstRows& g
   }
   m.zero_padding(plan, [&](std::int64_t s) { return &grad_y(s, 0); }, nullptr);
   if (!weighted) return;
+  m.end_back();
   m.win->fence(op);
-  for (std::int64_t i = 0; i < plan.entries; ++i) (*grad_w)(i / m.K, i % m.K) = m.back_w()[i];
+  for (std::int64_t i = 0; i < plan.entries; ++i) (*grad_w)(i / m.K, i % m.K) = m.back_value(i, plan.dst[i]);
 }
 }  // namespace
 
@@ -339,10 +399,12 @@ void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_v
                                                 layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
   m.start(op, plan, error);
   // The per-entry weight gradients go back before the rows' fence.
+  m.begin_back();
   for (std::int64_t s = 0; s < m.nvs; ++s)
-    if (plan.src_info[s] >= 0) m.send_back_w(plan.src_info[s], s, grad_recv_w(s));
+    if (plan.src_info[s] >= 0) m.send_back_w(plan.src_info[s], grad_recv_w(s));
+  m.end_back();
   m.reduce_to_sources(op, plan, grad_recv, false, grad_x);
-  for (std::int64_t i = 0; i < plan.entries; ++i) grad_w(i / m.K, i % m.K) += m.back_w()[i];
+  for (std::int64_t i = 0; i < plan.entries; ++i) grad_w(i / m.K, i % m.K) += m.back_value(i, plan.dst[i]);
 }
 
 template class MpiLayer<float>;

@@ -26,6 +26,10 @@ MpiLayerPlan::MpiLayerPlan(const Plan<Kokkos::HostSpace>& plan) : config(plan.co
   dup_loffs_len = static_cast<std::int64_t>(p.dup_loffs.extent(0));
   dup_counts = p.dup_counts.data();
   dup_counts_len = static_cast<std::int64_t>(p.dup_counts.extent(0));
+  cu_seqlens = p.cu_seqlens.data();
+  cu_seqlens_len = static_cast<std::int64_t>(p.cu_seqlens.size());
+  experts_to_copy = p.experts_to_copy.data();
+  experts_to_copy_len = static_cast<std::int64_t>(p.experts_to_copy.size());
 }
 
 MpiLayerPlan::MpiLayerPlan(const HostPlan& plan, int r) : config(plan.config) {
@@ -45,6 +49,10 @@ MpiLayerPlan::MpiLayerPlan(const HostPlan& plan, int r) : config(plan.config) {
   dup_loffs_len = size(p.dup_loffs);
   dup_counts = p.dup_counts.data();
   dup_counts_len = size(p.dup_counts);
+  cu_seqlens = p.cu_seqlens.data();
+  cu_seqlens_len = size(p.cu_seqlens);
+  experts_to_copy = p.experts_to_copy.data();
+  experts_to_copy_len = size(p.experts_to_copy);
 }
 
 namespace layer {

@@ -112,6 +112,18 @@ void MpiLayerWindow::put(const void* src, std::int64_t bytes, int r, std::int64_
         "MPI_Put");
 }
 
+void MpiLayerWindow::get(void* dst, std::int64_t bytes, int r, std::int64_t offset) {
+  if (bytes == 0) return;
+  if (direct_ || r == rank_) {
+    std::memcpy(dst, peers_[static_cast<std::size_t>(r)] + offset, static_cast<std::size_t>(bytes));
+    return;
+  }
+  check(MPI_Get(dst, static_cast<int>(bytes), MPI_BYTE, r, static_cast<MPI_Aint>(offset), static_cast<int>(bytes),
+                MPI_BYTE, win_),
+        "MPI_Get");
+  check(MPI_Win_flush(r, win_), "MPI_Win_flush");
+}
+
 void MpiLayerWindow::start(const char* op, const std::string& error) {
   if (broken_) throw RuntimeError(std::string("MpiLayer: ") + op + ": the layer is broken by an earlier timeout");
   if (world_.all_ok(error.empty())) {

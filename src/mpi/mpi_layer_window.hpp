@@ -35,6 +35,9 @@ class MpiLayerWindow {
   // the peer (direct) or an MPI_Put, complete at the next fence(); `src`
   // must stay unchanged until then.
   void put(const void* src, std::int64_t bytes, int r, std::int64_t offset);
+  // `bytes` bytes of rank r's buffer at `offset` into `dst`, complete on
+  // return: a memcpy from the peer (direct) or MPI_Get and MPI_Win_flush.
+  void get(void* dst, std::int64_t bytes, int r, std::int64_t offset);
 
   // The start of an operation, on every process: "" when this process's
   // arguments are good, else its error line. Throws InputError("<op>: rank

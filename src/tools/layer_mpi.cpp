@@ -5,7 +5,10 @@
 // rows; it plans its rank with the portable Planner over an MPI world
 // (moonep/mpi_world.hpp; $MOONEP_MPI_WORLD: auto, shared or rma) and runs
 // dispatch, combine and with --grad-out both backwards on moonep::MpiLayer
-// (moonep/mpi_layer.hpp); rank 0 gathers every rank's results and writes the
+// (moonep/mpi_layer.hpp), or with --experts the linear layer on
+// moonep::MpiMoeLayer (moonep/mpi_moe_layer.hpp: fetch, dispatch, GEMMs,
+// combine; backward down to reduce), each process holding its rank's
+// experts h*epn ..; rank 0 gathers every rank's results and writes the
 // same files as the in-process run.
 //
 // Three stages (reading, the layer, writing), each ending with every
@@ -24,6 +27,7 @@
 #include "kokkos_session.hpp"
 #include "layer_run.hpp"
 #include "moonep/mpi_layer.hpp"
+#include "moonep/mpi_moe_layer.hpp"
 #include "moonep/planner.hpp"
 #include "mpi_session.hpp"
 #include "mpi_stages.hpp"
@@ -34,7 +38,7 @@ namespace moonep::tools {
 namespace {
 
 // This rank's results as float32 bits (what the files hold), in the order
-// out, recv, grad_x, grad_w: the same count on every process.
+// out, recv, grad_x, grad_w, grad_experts: the same count on every process.
 using Bits = std::vector<int>;
 void append(Bits& bits, const double* values, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -62,16 +66,12 @@ Kokkos::View<V**, Kokkos::LayoutRight, Kokkos::HostSpace> rank_rows(const char* 
   return v;
 }
 
-template <class T>
-Bits run_rank(MpiWorld& world, const LayerFiles& f, bool grads) {
-  using W = weight_t<T>;
+// Plans this rank of the problem (its S*K ids; a ragged step's tail is
+// never read) with `planner`.
+void plan_rank(Planner<Kokkos::DefaultHostExecutionSpace>& planner, const Problem& p, int me) {
   using Exec = Kokkos::DefaultHostExecutionSpace;
   using HostView = Kokkos::View<std::int32_t*, Kokkos::HostSpace>;
-  const Problem& p = f.problem;
   const Config& c = p.config;
-  const int me = world.rank();
-  // Plan this rank (its S*K ids; a ragged step's tail is never read).
-  Planner<Exec> planner(c, world);
   const auto& row = p.routing[static_cast<std::size_t>(me)];
   HostView ids("moonep-layer.routing", static_cast<std::size_t>(c.entries()));
   std::copy(row.begin(), row.end(), ids.data());
@@ -86,6 +86,25 @@ Bits run_rank(MpiWorld& world, const LayerFiles& f, bool grads) {
   if (p.tokens_per_rank) std::copy(p.tokens_per_rank->begin(), p.tokens_per_rank->end(), counts.data());
   const Planner<Exec>::input_view counts_in = counts;
   planner.plan(routing, p.tokens_per_expert ? &tpe : nullptr, p.tokens_per_rank ? &counts_in : nullptr);
+}
+
+// Rank h's experts P_h [epn][H*H'] of the experts file M [E][H][H'].
+template <class T>
+Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> rank_experts(const io::NpyArray& m, const Config& c, int h) {
+  const std::int64_t epn = c.experts_per_rank(), q = m.shape[1] * m.shape[2];
+  Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> v("experts", epn, q);
+  const double* from = m.values.data() + static_cast<std::size_t>(h * epn * q);
+  for (std::int64_t i = 0; i < epn * q; ++i) v.data()[i] = static_cast<T>(static_cast<accum_t<T>>(from[i]));
+  return v;
+}
+
+template <class T>
+Bits run_rank(MpiWorld& world, const LayerFiles& f, bool grads) {
+  using W = weight_t<T>;
+  const Config& c = f.problem.config;
+  const int me = world.rank();
+  Planner<Kokkos::DefaultHostExecutionSpace> planner(c, world);
+  plan_rank(planner, f.problem, me);
 
   MpiLayer<T> layer(world, c, f.hidden);
   Kokkos::deep_copy(layer.recv(), T(0));  // undefined slots are written as 0 (before anyone writes here)
@@ -106,16 +125,48 @@ Bits run_rank(MpiWorld& world, const LayerFiles& f, bool grads) {
   return bits;
 }
 
+// --experts: the linear layer, forward and with --grad-out backward.
+template <class T>
+Bits run_rank_linear(MpiWorld& world, const LayerFiles& f, bool grads) {
+  using W = weight_t<T>;
+  const Config& c = f.problem.config;
+  const int me = world.rank();
+  Planner<Kokkos::DefaultHostExecutionSpace> planner(c, world);
+  plan_rank(planner, f.problem, me);
+
+  MpiMoeLayer<T> layer(world, c, f.hidden, f.hidden_out);
+  Kokkos::deep_copy(layer.recv(), T(0));  // undefined slots are written as 0 (before anyone writes here)
+  const auto experts = rank_experts<T>(f.experts, c, me);
+  const std::int64_t S = c.tokens, H = f.hidden, O = f.hidden_out, K = c.topk;
+  Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> out("out", S, O);  // zeroed: rows past s_r
+  layer.forward(planner.last_plan(), rank_rows<T>("x", f.x, me), rank_rows<W>("w", f.w, me), experts, out);
+  Bits bits;
+  append_view(bits, out);
+  append_view(bits, layer.recv());
+  if (!grads) return bits;
+  Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> gx("grad_x", S, H), gm("grad_experts", experts.extent(0),
+                                                                                     experts.extent(1));
+  Kokkos::View<W**, Kokkos::LayoutRight, Kokkos::HostSpace> gw("grad_w", S, K);
+  layer.backward(planner.last_plan(), rank_rows<T>("grad_out", f.grad_out, me), experts, gx, gw, gm);
+  append_view(bits, gx);
+  append_view(bits, gw);
+  append_view(bits, gm);
+  return bits;
+}
+
 // Every rank's bits (on rank 0) as the [R][...] arrays of the files.
-LayerResults unpack(const std::vector<int>& all, const Config& c, int hidden, bool grads) {
-  const std::size_t S = c.tokens, H = hidden, K = c.topk, nvs = c.slots(), R = c.ranks;
-  const std::size_t sizes[4] = {S * H, nvs * H, grads ? S * H : 0, grads ? S * K : 0};
-  const std::size_t per_rank = sizes[0] + sizes[1] + sizes[2] + sizes[3];
+// H' = H and no expert gradients without --experts.
+LayerResults unpack(const std::vector<int>& all, const Config& c, int hidden, int hidden_out, bool grads,
+                    bool linear) {
+  const std::size_t S = c.tokens, H = hidden, O = hidden_out, K = c.topk, nvs = c.slots(), R = c.ranks;
+  const std::size_t sizes[5] = {S * O, nvs * H, grads ? S * H : 0, grads ? S * K : 0,
+                                grads && linear ? std::size_t(c.experts_per_rank()) * H * O : 0};
+  const std::size_t per_rank = sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4];
   LayerResults res;
-  std::vector<double>* parts[4] = {&res.out, &res.recv, &res.grad_x, &res.grad_w};
+  std::vector<double>* parts[5] = {&res.out, &res.recv, &res.grad_x, &res.grad_w, &res.grad_experts};
   for (std::size_t r = 0; r < R; ++r) {
     std::size_t at = r * per_rank;
-    for (int k = 0; k < 4; ++k)
+    for (int k = 0; k < 5; ++k)
       for (std::size_t i = 0; i < sizes[k]; ++i, ++at) {
         float v;
         std::memcpy(&v, &all[at], sizeof v);
@@ -148,8 +199,6 @@ int run_layer_mpi(const LayerOptions& o) {
         if (!bad_timeout.empty()) throw UsageError(bad_timeout);
         const char* env = std::getenv("MOONEP_MPI_WORLD");
         kind = mpi_world_kind_from_string(env && *env ? env : "auto");
-        if (!o.experts.empty())
-          throw UsageError("--experts runs on --world inprocess only (the MPI layer has identity experts)");
         if (mpi.rank() == 0) layer_outputs(o).check();  // before any work: a path that cannot be written
         files = read_layer_files(o);
         const int R = files.problem.config.ranks;
@@ -159,7 +208,7 @@ int run_layer_mpi(const LayerOptions& o) {
       })) {
     return s;
   }
-  const bool grads = !o.grad_out.empty();
+  const bool grads = !o.grad_out.empty(), linear = !o.experts.empty();
 
   // Stage 2: plan this rank and run the layer on it.
   Bits mine;
@@ -167,9 +216,15 @@ int run_layer_mpi(const LayerOptions& o) {
         KokkosSession kokkos("moonep-layer", {});
         auto world = make_mpi_world(MPI_COMM_WORLD, kind, timeout);
         switch (o.dtype) {
-          case LayerDtype::float64: mine = run_rank<double>(*world, files, grads); break;
-          case LayerDtype::bfloat16: mine = run_rank<bf16>(*world, files, grads); break;
-          case LayerDtype::float32: mine = run_rank<float>(*world, files, grads); break;
+          case LayerDtype::float64:
+            mine = linear ? run_rank_linear<double>(*world, files, grads) : run_rank<double>(*world, files, grads);
+            break;
+          case LayerDtype::bfloat16:
+            mine = linear ? run_rank_linear<bf16>(*world, files, grads) : run_rank<bf16>(*world, files, grads);
+            break;
+          case LayerDtype::float32:
+            mine = linear ? run_rank_linear<float>(*world, files, grads) : run_rank<float>(*world, files, grads);
+            break;
         }
       })) {
     return s;
@@ -179,7 +234,7 @@ int run_layer_mpi(const LayerOptions& o) {
   return mpi.run("writing the files", [&] {
     const std::vector<int> all = mpi.gather(mine, "gathering the results");
     if (mpi.rank() == 0)
-      write_layer_files(o, files, unpack(all, files.problem.config, files.hidden, grads));
+      write_layer_files(o, files, unpack(all, files.problem.config, files.hidden, files.hidden_out, grads, linear));
   });
 }
 

@@ -44,3 +44,18 @@ moonep_layer_mpi_cli_test(with_backend 2 auto MAKE "2|8|4|12|2|4|5|7" EXPECT_RC 
 moonep_layer_mpi_cli_test(output_directory 2 auto MAKE "2|8|4|12|2|4|5|7" EXPECT_RC 1
   ARGS "${_in}|--output|@W@/out.npy|--recv|@W@/recv.npy|--grad-out|@W@/g.npy|--grad-x|@W@|--grad-weights|@W@/gw.npy"
   EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
+
+# Linear experts (--experts M.npy, H' = 3) on MpiMoeLayer: out, gx, gw and
+# every expert's gradient against the direct linear layer, exact data.
+set(_lin "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy|--grad-experts|@W@/gM.npy")
+moonep_layer_mpi_cli_test(linear_shared 4 shared MAKE "${_step}|linear" ARGS "${_lin}" CHECK float)
+moonep_layer_mpi_cli_test(linear_double_rma 4 rma MAKE "${_step}|linear" ARGS "${_lin}|--dtype|double" CHECK double)
+moonep_layer_mpi_cli_test(linear_ragged 4 auto MAKE "${_step}|linear-ragged" ARGS "${_lin}" CHECK float)
+# B = 2 < epn = 4, every remote expert still copied.
+moonep_layer_mpi_cli_test(linear_small_b 4 auto MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}" CHECK float)
+moonep_layer_mpi_cli_test(linear_one_rank 1 auto MAKE "1|4|3|9|1|2|3|5|linear" ARGS "${_lin}" CHECK float)
+# B = 1 < epn = 8: rank 1 would run expert 25, which it holds no copy of;
+# every process stops with that line before anything moves, no file.
+moonep_layer_mpi_cli_test(linear_uncopied 4 auto MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2 ARGS "${_lin}"
+  EXPECT_STDERR "forward: rank 1: rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
+  ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
