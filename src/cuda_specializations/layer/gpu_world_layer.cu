@@ -90,12 +90,15 @@ struct GpuWorldLayer::State {
   char* base(i64 off) const { return at(0, off); }
 
   ~State() {
+    int saved = 0;
+    cudaGetDevice(&saved);
     for (std::size_t r = 0; r < streams.size(); ++r) {
       if (streams[r]) {
         cudaSetDevice(devices[r]);
         cudaStreamSynchronize(streams[r]);
       }
     }
+    cudaSetDevice(saved);
     for (auto e : done) if (e) cudaEventDestroy(e);
     if (forked) cudaEventDestroy(forked);
     // Then the members: the chunks (after every rank's stream is idle).
