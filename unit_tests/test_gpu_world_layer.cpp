@@ -212,7 +212,7 @@ void check_case(const Config& c, const Routing& full, const TokensPerRank* token
     moonep::combine_backward_reference<T>(plan, Hout, g, y, weighted ? &w : nullptr, gy_ref,
                                           weighted ? &gw_ref : nullptr);
     RankBuffers<W> d_gw(PerRank<W>(R, std::vector<W>(static_cast<std::size_t>(S * K), W(5))));
-    layer.combine_backward(d_g.cdata(), weighted ? d_w.cdata() : nullptr, weighted ? d_gw.data() : nullptr, nullptr);
+    layer.combine_backward(d_g.cdata(), weighted, weighted ? d_gw.data() : nullptr, nullptr);
     cuda_ok(cudaDeviceSynchronize());
     std::string first;
     CHECK(wrong_bits(get_slots<T>([&](int d) { return layer.grad_y(d); }, R, NvS * Hout), gy_ref, &first) == 0);
@@ -347,14 +347,14 @@ TEST_CASE("gpu world layer: bad input is refused before anything is enqueued", "
   REQUIRE_THROWS_WITH(layer.dispatch(nullptr, a.cdata(), nullptr), "moonep::cuda::GpuWorldLayer::dispatch: x is null");
   REQUIRE_THROWS_WITH(layer.dispatch(a.cdata(), half, nullptr), "moonep::cuda::GpuWorldLayer::dispatch: w[1] is null");
   REQUIRE_THROWS_WITH(layer.combine(nullptr, true, nullptr), "moonep::cuda::GpuWorldLayer::combine: out is null");
-  REQUIRE_THROWS_WITH(layer.combine_backward(a.cdata(), nullptr, nullptr, nullptr),
+  REQUIRE_THROWS_WITH(layer.combine_backward(a.cdata(), false, nullptr, nullptr),
                       "moonep::cuda::GpuWorldLayer::combine_backward: the layer was not made for training "
                       "(training = false)");
   REQUIRE_THROWS_WITH(layer.grad_y(0),
                       "moonep::cuda::GpuWorldLayer::grad_y: the layer was not made for training (training = false)");
   REQUIRE_THROWS_WITH(layer.recv(2), "moonep::cuda::GpuWorldLayer::recv: rank 2 is not in [0, 2)");
   GpuWorldLayer trainer(world, 4, 4, Element::f32, true);
-  REQUIRE_THROWS_WITH(trainer.combine_backward(a.cdata(), a.cdata(), nullptr, nullptr),
+  REQUIRE_THROWS_WITH(trainer.combine_backward(a.cdata(), true, nullptr, nullptr),
                       "moonep::cuda::GpuWorldLayer::combine_backward (weighted): grad_w is null");
   REQUIRE_THROWS_WITH(trainer.dispatch_backward(nullptr, nullptr, nullptr),
                       "moonep::cuda::GpuWorldLayer::dispatch_backward: grad_x is null");

@@ -82,13 +82,15 @@ class GpuWorldLayer {
   // order; rows past s_r untouched.
   void combine(void* const* out, bool weighted, cudaStream_t origin) const;
 
-  // Combine's backward (training). grad_out[r] [S][H'] (rows t < s_r read)
-  // -> grad_y of every rank: round_T(w[r][t][k] * grad_out[r][t]) per
-  // filled slot (w null: unweighted, grad_out's row, bits), padding zero.
-  // With w: grad_w[r] [S][K] (required) = <grad_out[r][t], y[d_k][loff_k]>
-  // summed in increasing h, for t < s_r; w null: grad_w ignored.
-  void combine_backward(const void* const* grad_out, const void* const* w, void* const* grad_w,
-                        cudaStream_t origin) const;
+  // Combine's backward (training), after the step's dispatch (its recv_w
+  // are the weights). grad_out[r] [S][H'] (rows t < s_r read) -> grad_y of
+  // every rank: round_T(recv_w * grad_out[r][t]) per filled slot
+  // (weighted = false: grad_out's row, bits), padding zero; the rows travel
+  // once per (token, destination rank), the destination scales its
+  // duplicates. weighted: grad_w[r] [S][K] (required) = <grad_out[r][t],
+  // y[d_k][loff_k]> summed in increasing h, for t < s_r; unweighted:
+  // grad_w ignored (may be null).
+  void combine_backward(const void* const* grad_out, bool weighted, void* const* grad_w, cudaStream_t origin) const;
 
   // Dispatch's backward (training). grad_recv of every rank -> grad_x[r]
   // [S][H]: sum over k of grad_recv[d_k][loff_k] in the contract's order

@@ -11,10 +11,11 @@
 //                     world_epilogue (dup rows, padding)
 //   combine           destinations: world_prologue (partial rows) |
 //                     sources: world_gather
-//   combine_backward  sources: world_scatter (grad_out -> grad_y: bits to
-//                     primaries, or round_T(w * g) to every entry) and
-//                     world_dots (grad_w) | destinations: world_epilogue
-//                     (dup rows when unweighted, padding)
+//   combine_backward  sources: world_scatter (grad_out -> grad_y's primary
+//                     slots: bits, or round_T(recv_w * g) for a primary
+//                     without duplicates) and world_dots (grad_w) |
+//                     destinations: world_epilogue (padding; unweighted:
+//                     dup rows), world_scale_dups (weighted: dup groups)
 //   dispatch_backward destinations: world_prologue unweighted over
 //                     grad_recv | sources: world_gather (+ grad_recv_w)
 #include <cuda_bf16.h>
@@ -316,31 +317,28 @@ void GpuWorldLayer::combine(void* const* out, bool weighted, cudaStream_t origin
   });
 }
 
-void GpuWorldLayer::combine_backward(const void* const* grad_out, const void* const* w, void* const* grad_w,
+void GpuWorldLayer::combine_backward(const void* const* grad_out, bool weighted, void* const* grad_w,
                                      cudaStream_t origin) const {
   const State& s = *s_;
   const int R = s.config.ranks;
   s.need_training("combine_backward");
   require(grad_out, R, "combine_backward", "grad_out");
-  if (w) {
-    require(w, R, "combine_backward", "w");
-    require(const_cast<const void* const*>(grad_w), R, "combine_backward (weighted)", "grad_w");
-  }
+  if (weighted) require(const_cast<const void* const*>(grad_w), R, "combine_backward (weighted)", "grad_w");
   const bool vec = all_aligned(grad_out, R);
   with_type(s.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = typename layer::Arith<T>::A;
     T* gy0 = reinterpret_cast<T*>(s.base(s.off_gy));
     const T* y0 = reinterpret_cast<const T*>(s.base(s.off_y));
+    const A* recv_w0 = reinterpret_cast<const A*>(s.base(s.off_recv_w));
     const int blocks = layer::blocks_for(s.config.tokens);
     s.two_phases(
         origin, "enqueueing the GPU world's combine backward",
         [&](int r, cudaStream_t st) {
           const WorldParams p = s.params(r, s.Hout, vec);
           const T* g = static_cast<const T*>(grad_out[r]);
-          if (w) {
-            layer::world_scatter<T, true><<<blocks, kThreads, 0, st>>>(p, g, nullptr, nullptr,
-                                                                       static_cast<const A*>(w[r]), gy0);
+          if (weighted) {
+            layer::world_scatter<T, true><<<blocks, kThreads, 0, st>>>(p, g, nullptr, nullptr, recv_w0, gy0);
             const i64 entries = static_cast<i64>(s.config.tokens) * s.config.topk;
             layer::world_dots<T><<<layer::blocks_for((entries + 31) / 32), kThreads, 0, st>>>(
                 p, g, y0, static_cast<A*>(grad_w[r]));
@@ -349,8 +347,12 @@ void GpuWorldLayer::combine_backward(const void* const* grad_out, const void* co
           }
         },
         [&](int r, cudaStream_t st) {
+          const WorldParams p = s.params(r, s.Hout, vec);
           layer::world_epilogue<T><<<layer::blocks_for(s.config.groups() + s.config.slots()), kThreads, 0, st>>>(
-              s.params(r, s.Hout, vec), gy0, nullptr, w == nullptr);
+              p, gy0, nullptr, !weighted);
+          if (weighted) {
+            layer::world_scale_dups<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(p, gy0, recv_w0);
+          }
         });
   });
 }

@@ -6,11 +6,14 @@
 //
 //   source part       world_scatter: a warp per token t < s_r stores the
 //                     token's row into its primaries' slots only (once per
-//                     destination rank; with kScale every entry's slot gets
-//                     round_T(w * row), the bits of the reference), and
-//                     every entry's weight; world_dots: grad_w per entry.
+//                     destination rank; with kScale a primary without
+//                     duplicates gets round_T(w * row), the reference's
+//                     bits), and every entry's weight; world_dots: grad_w
+//                     per entry.
 //   destination part  world_epilogue: each dup group's primary row copied
 //                     into its duplicates' slots, padding zeroed;
+//                     world_scale_dups (kScale): each dup group's row
+//                     scaled into its duplicates' slots and its own;
 //                     world_prologue: each primary with duplicates gets its
 //                     partial row in A (w_p*y_p, + w_q*y_q in increasing k).
 //   source part       world_gather: a warp per token sums, per primary in
@@ -98,13 +101,30 @@ __device__ __forceinline__ void warp_zero_row(const WorldParams& p, char* to, in
   }
 }
 
-// Source rank p.rank, a warp per token t < s_r: without kScale the token's
-// row of `from` [S][H] (bits) into each primary's slot of `to0`; with
-// kScale round_T(scale[t][k] * row) into every entry's slot. Where w_out0
-// is set, w_out[slot] = w_in[t][k] for every entry.
+// Which primaries (lanes) of a token have duplicates: a later entry of the
+// token that is a duplicate on the same destination rank. The whole warp
+// calls it (e: lane k's entry).
+__device__ __forceinline__ unsigned primaries_with_dups(const TokenEntry& e, unsigned primaries, int lane) {
+  const bool duplicate = e.valid() && !e.primary;
+  unsigned with_dups = 0;
+  for (unsigned m = primaries; m; m &= m - 1) {
+    const int k = __ffs(m) - 1;
+    const int rank_k = __shfl_sync(0xffffffffu, e.rank, k);
+    if (__any_sync(0xffffffffu, duplicate && e.rank == rank_k && lane > k)) with_dups |= 1u << k;
+  }
+  return with_dups;
+}
+
+// Source rank p.rank, a warp per token t < s_r: the token's row of `from`
+// [S][H] into each primary's slot of `to0`, once per destination rank:
+// its bits, or with kScale (combine's backward, weighted) round_T(w *
+// row) with w = scale0[slot] (recv_w as dispatched) for a primary without
+// duplicates, the bits for one with duplicates (the destination scales
+// it and its duplicates: world_scale_dups). Where w_out0 is set,
+// w_out[slot] = w_in[t][k] for every entry (dispatch's weights).
 template <class T, bool kScale>
 __global__ void world_scatter(WorldParams p, const T* from, const typename Arith<T>::A* w_in,
-                              typename Arith<T>::A* w_out0, const typename Arith<T>::A* scale, T* to0) {
+                              typename Arith<T>::A* w_out0, const typename Arith<T>::A* scale0, T* to0) {
   using M = Arith<T>;
   using A = typename M::A;
   constexpr int V = 16 / sizeof(T);
@@ -115,9 +135,10 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
   for (i64 t = global_warp(); t * p.K < n_r; t += warp_count()) {
     const TokenEntry e = world_entry(p, n_r, t, lane);
     if (e.valid() && w_out0) *slot_at(w_out0, p, e.slot, 1) = w_in[t * p.K + lane];
+    const unsigned targets = __ballot_sync(0xffffffffu, e.valid() && e.primary);
+    const unsigned scaled = kScale ? targets & ~primaries_with_dups(e, targets, lane) : 0u;
     s_slot[wib][lane] = e.slot;
-    if (kScale) s_scale[wib][lane] = e.valid() ? scale[t * p.K + lane] : A(0);
-    const unsigned targets = __ballot_sync(0xffffffffu, e.valid() && (kScale || e.primary));
+    if (kScale) s_scale[wib][lane] = (scaled >> lane) & 1u ? *slot_at(scale0, p, e.slot, 1) : A(0);
     __syncwarp();
     const T* row = from + t * p.H;
     if (p.vec16) {
@@ -127,11 +148,11 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
         for (unsigned m = targets; m; m &= m - 1) {
           const int k = __ffs(m) - 1;
           T* dst = slot_at(to0, p, s_slot[wib][k], p.H) + h0;
-          if (kScale) {
-            T scaled[V];
+          if (kScale && ((scaled >> k) & 1u)) {
+            T out[V];
 #pragma unroll
-            for (int j = 0; j < V; ++j) M::store(scaled, j, M::mul(s_scale[wib][k], M::load(piece, j)));
-            store_piece(dst, scaled);
+            for (int j = 0; j < V; ++j) M::store(out, j, M::mul(s_scale[wib][k], M::load(piece, j)));
+            store_piece(dst, out);
           } else {
             store_piece(dst, piece);
           }
@@ -143,7 +164,7 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
         for (unsigned m = targets; m; m &= m - 1) {
           const int k = __ffs(m) - 1;
           T* dst = slot_at(to0, p, s_slot[wib][k], p.H);
-          if (kScale) {
+          if (kScale && ((scaled >> k) & 1u)) {
             M::store(dst, h, M::mul(s_scale[wib][k], M::load(&v, 0)));
           } else {
             dst[h] = v;
@@ -152,6 +173,58 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
       }
     }
     __syncwarp();  // the shared slots are rewritten by the warp's next token
+  }
+}
+
+// Destination rank p.rank, after every source's world_scatter<T, true>: a
+// warp per dup group, whose primary's slot holds the token's row g (bits):
+// each duplicate q gets round_T(w[q] * g), then the primary round_T(w[p] *
+// g), w the rank's recv_w. Each thread reads its elements of g before it
+// writes them.
+template <class T>
+__global__ void world_scale_dups(WorldParams p, T* rows0, const typename Arith<T>::A* w0) {
+  using M = Arith<T>;
+  using A = typename M::A;
+  constexpr int V = 16 / sizeof(T);
+  const int lane = threadIdx.x & 31;
+  T* rows = rank_part(rows0, p, p.rank);
+  const A* w = rank_part(w0, p, p.rank);
+  const i64 groups = p.plan.dup_counts[0] < 0 ? 0 : (p.plan.dup_counts[0] > p.NvS ? p.NvS : p.plan.dup_counts[0]);
+  for (i64 g = global_warp(); g < groups; g += warp_count()) {
+    const std::int32_t* grp = p.plan.dup_groups + 3 * g;
+    const i64 primary = grp[0];
+    if (primary < 0 || primary >= p.NvS) continue;
+    const i64 q0 = grp[1] < 0 ? 0 : grp[1];
+    const i64 q1 = static_cast<i64>(grp[1]) + grp[2] > p.NvS ? p.NvS : static_cast<i64>(grp[1]) + grp[2];
+    T* prow = rows + primary * p.H;
+    if (p.vec16) {
+      for (i64 h0 = static_cast<i64>(lane) * V; h0 < p.H; h0 += 32 * V) {
+        T piece[V], out[V];
+        *reinterpret_cast<int4*>(piece) = *reinterpret_cast<const int4*>(prow + h0);
+        for (i64 q = q0; q < q1; ++q) {
+          const i64 dup = p.plan.dup_loffs[q];
+          if (dup < 0 || dup >= p.NvS || dup == primary) continue;
+          const A wq = w[dup];
+#pragma unroll
+          for (int j = 0; j < V; ++j) M::store(out, j, M::mul(wq, M::load(piece, j)));
+          store_piece(rows + dup * p.H + h0, out);
+        }
+        const A wp = w[primary];
+#pragma unroll
+        for (int j = 0; j < V; ++j) M::store(out, j, M::mul(wp, M::load(piece, j)));
+        store_piece(prow + h0, out);
+      }
+    } else {
+      for (i64 h = lane; h < p.H; h += 32) {
+        const T v = prow[h];
+        for (i64 q = q0; q < q1; ++q) {
+          const i64 dup = p.plan.dup_loffs[q];
+          if (dup < 0 || dup >= p.NvS || dup == primary) continue;
+          M::store(rows + dup * p.H, h, M::mul(w[dup], M::load(&v, 0)));
+        }
+        M::store(prow, h, M::mul(w[primary], M::load(&v, 0)));
+      }
+    }
   }
 }
 
@@ -286,14 +359,9 @@ __global__ void world_gather(WorldParams p, const T* y0, const typename Arith<T>
   for (i64 t = global_warp(); t * p.K < n_r; t += warp_count()) {
     const TokenEntry e = world_entry(p, n_r, t, lane);
     if (e.valid() && gw) gw[t * p.K + lane] = gw[t * p.K + lane] + *slot_at(gadd0, p, e.slot, 1);
-    const bool primary = e.valid() && e.primary, duplicate = e.valid() && !e.primary;
+    const bool primary = e.valid() && e.primary;
     const unsigned primaries = __ballot_sync(0xffffffffu, primary);
-    unsigned with_dups = 0;
-    for (unsigned m = primaries; m; m &= m - 1) {
-      const int k = __ffs(m) - 1;
-      const int rank_k = __shfl_sync(0xffffffffu, e.rank, k);
-      if (__any_sync(0xffffffffu, duplicate && e.rank == rank_k && lane > k)) with_dups |= 1u << k;
-    }
+    const unsigned with_dups = primaries_with_dups(e, primaries, lane);
     s_slot[wib][lane] = e.slot;
     s_w[wib][lane] = primary && w0 ? *slot_at(w0, p, e.slot, 1) : A(1);
     __syncwarp();
