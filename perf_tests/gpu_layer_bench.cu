@@ -4,10 +4,14 @@
 // each replayed in a CUDA graph, next to a device-to-device copy of the
 // same bytes in the same run; and the whole step (plan + dispatch +
 // combine) against the plan alone. See README.md, "The layer on the GPU".
+// A second section does the same on a GPU world of R ranks all on device 0
+// (moonep::cuda::GpuWorld + moonep::cuda::GpuWorldLayer: each rank its own
+// symmetric chunk and stream, the contract's transport), next to the same
+// copy timed again in that section; --world 0 leaves it out.
 //
 //   moonep_gpu_layer_bench [--ranks R --experts E --topk K --tokens S
 //                           --copy-slots B --token-padding tp --hidden H
-//                           --imbalance I --reps N]
+//                           --imbalance I --reps N --world 0|1]
 // Defaults: the headline (R=8 E=256 K=8 S=4096 B=32 tp=128), H=7168,
 // bfloat16 rows, imbalance 1, 20 replays per figure (median of 5 rounds).
 //
@@ -28,6 +32,8 @@
 
 #include "moonep/cuda_layer.hpp"
 #include "moonep/cuda_planner.hpp"
+#include "moonep/gpu_world.hpp"
+#include "moonep/gpu_world_layer.hpp"
 #include "moonep/synthetic.hpp"
 
 namespace {
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
   moonep::Config c{8, 256, 8, 4096, 32, 128};
   int H = 7168, reps = 20;
   double imbalance = 1.0;
+  bool with_world = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const double v = std::atof(argv[i + 1]);
@@ -92,6 +99,7 @@ int main(int argc, char** argv) {
     else if (a == "--hidden") H = static_cast<int>(v);
     else if (a == "--imbalance") imbalance = v;
     else if (a == "--reps") reps = static_cast<int>(v);
+    else if (a == "--world") with_world = v != 0;
     else {
       std::fprintf(stderr, "moonep_gpu_layer_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -162,5 +170,48 @@ int main(int argc, char** argv) {
   std::printf("%-30s %10.3f\n", "plan + dispatch + combine", t_step);
   std::printf("dispatch at %.2f of the copy's rate, combine at %.2f\n",
               (moved / t_dispatch) / (2 * copied / t_copy), (moved / t_combine) / (2 * copied / t_copy));
+  if (!with_world) return 0;
+
+  // The GPU world: R ranks on device 0, the same routing, token rows and
+  // bytes; each rank's token buffers are its part of x, w and out.
+  {
+    moonep::cuda::GpuWorld world(c, std::vector<int>(static_cast<std::size_t>(R), 0));
+    moonep::cuda::GpuWorldLayer wl(world, H, H, moonep::cuda::Element::bf16);
+    std::vector<const void*> xr(R), wr(R);
+    std::vector<void*> outr(R);
+    for (int r = 0; r < R; ++r) {
+      xr[r] = static_cast<const char*>(x) + r * S * row;
+      wr[r] = static_cast<const char*>(w) + r * S * K * 4;
+      outr[r] = static_cast<char*>(out) + r * S * row;
+      ok(cudaMemset(wl.y(r), 0x3c, NvS * row), "memset the world's y");
+    }
+    world.plan(rp, nullptr, stream);
+    world.check();
+    const cudaGraphExec_t gw_dispatch = capture(stream, [&] { wl.dispatch(xr.data(), wr.data(), stream); });
+    const cudaGraphExec_t gw_combine = capture(stream, [&] { wl.combine(outr.data(), true, stream); });
+    const cudaGraphExec_t gw_plan = capture(stream, [&] { world.plan(rp, nullptr, stream); });
+    const cudaGraphExec_t gw_step = capture(stream, [&] {
+      world.plan(rp, nullptr, stream);
+      wl.dispatch(xr.data(), wr.data(), stream);
+      wl.combine(outr.data(), true, stream);
+    });
+    const double w_copy = time_graph(g_copy, stream, reps), w_dispatch = time_graph(gw_dispatch, stream, reps),
+                 w_combine = time_graph(gw_combine, stream, reps), w_plan = time_graph(gw_plan, stream, reps),
+                 w_step = time_graph(gw_step, stream, reps);
+    world.check();  // the timed steps planned without error
+    std::printf("\nGPU world: %d ranks on device 0 (GpuWorldLayer, symmetric slot buffers)\n", c.ranks);
+    std::printf("%-30s %10s %12s %10s\n", "operation (CUDA graph)", "ms", "GB moved", "TB/s");
+    std::printf("%-30s %10.3f %12.3f %10.3f\n", "copy D2D (read + write)", w_copy, 2 * copied / 1e9,
+                2 * copied / (w_copy * 1e-3) / 1e12);
+    std::printf("%-30s %10.3f %12.3f %10.3f\n", "dispatch", w_dispatch, moved / 1e9,
+                moved / (w_dispatch * 1e-3) / 1e12);
+    std::printf("%-30s %10.3f %12.3f %10.3f\n", "combine (weighted)", w_combine, moved / 1e9,
+                moved / (w_combine * 1e-3) / 1e12);
+    std::printf("%-30s %10.3f\n", "plan alone", w_plan);
+    std::printf("%-30s %10.3f\n", "plan + dispatch + combine", w_step);
+    std::printf("dispatch at %.2f of the copy's rate, combine at %.2f\n", (moved / w_dispatch) / (2 * copied / w_copy),
+                (moved / w_combine) / (2 * copied / w_copy));
+    for (auto e : {gw_dispatch, gw_combine, gw_plan, gw_step}) cudaGraphExecDestroy(e);
+  }
   return 0;
 }

@@ -6,7 +6,7 @@
 #
 #   bin/, lib/          build-gpu: Debian's Kokkos (Serial) + the CUDA
 #                       specialization: its tests (test_cuda_planner,
-#                       test_gpu_world), the
+#                       test_gpu_world, test_gpu_world_layer), the
 #                       kernel benchmark (moonep_gpu_bench), moonep-plan and
 #                       its plan checker (moonep_check_plan_file).
 #   kokkos-cuda/bin/, kokkos-cuda/lib/
@@ -68,7 +68,7 @@ collect() {
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
-targets=(test_cuda_planner test_gpu_world test_cuda_layer moonep_gpu_bench moonep_gpu_layer_bench moonep-plan moonep_check_plan_file)
+targets=(test_cuda_planner test_gpu_world test_cuda_layer test_gpu_world_layer moonep_gpu_bench moonep_gpu_layer_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
 # The expert copies and the MoE layer (issue 36), where the tree has them.
 for t in test_cuda_expert_copies test_cuda_moe_layer moonep_gpu_moe_layer_bench; do

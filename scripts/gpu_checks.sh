@@ -66,6 +66,9 @@ if [ -x "$HERE/bin/test_cuda_layer" ]; then
   step cuda_layer 300 "$HERE/bin/test_cuda_layer" --durations yes
   step cuda_layer_soak 400 "$HERE/bin/test_cuda_layer" "[soak]" --durations yes
 fi
+# The layer on a GPU world of one process (symmetric slot buffers, the
+# contract's transport) against the reference, and its CUDA graph.
+[ -x "$HERE/bin/test_gpu_world_layer" ] && step gpu_world_layer 300 "$HERE/bin/test_gpu_world_layer" --durations yes
 # Expert copies (fetch, reduce) and the linear MoE layer against the
 # reference and the direct layer (issue 36).
 for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
@@ -85,6 +88,10 @@ if [ -n "$SAN" ]; then
     # serialises kernels, the tests time out (bounded) instead of passing.
     step "world_$tool" 120 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_gpu_world" "[sanitize]"
+    # Its planning is the world's (the same caveat); the layer's own
+    # kernels never wait for another rank.
+    [ -x "$HERE/bin/test_gpu_world_layer" ] && step "world_layer_$tool" 300 "$SAN" --tool "$tool" --error-exitcode 9 \
+      "$HERE/bin/test_gpu_world_layer" "[sanitize]"
   done
 else
   SUMMARY+=("$(printf '%-22s %-14s' sanitizer 'not installed')")

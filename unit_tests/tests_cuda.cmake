@@ -18,6 +18,9 @@ if(MoonEP_HAVE_CUDA)
   moonep_add_cuda_test(test_cuda_planner test_cuda_planner.cpp)
   moonep_add_cuda_test(test_gpu_world test_gpu_world.cpp)
   moonep_add_cuda_test(test_cuda_layer test_cuda_layer.cpp support/soak_problem.cu)
+  # The layer on a GPU world held by one process (slot buffers in symmetric
+  # memory, the contract's transport) against the reference.
+  moonep_add_cuda_test(test_gpu_world_layer test_gpu_world_layer.cpp)
   # Expert copies' fetch and reduce against the reference (layer.md).
   moonep_add_cuda_test(test_cuda_expert_copies test_cuda_expert_copies.cpp)
   # The linear MoE layer against the direct layer: forward, and backward

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// moonep::cuda::GpuWorldLayer (moonep/gpu_world_layer.hpp): the slot
+// buffers in symmetric memory (one chunk per rank, impl::SymmetricMapping),
+// argument checks, and each operation as two phases of one launch per rank
+// on the world's rank streams, forked from `origin`, a barrier of events
+// between the phases (every rank's first phase done before any rank's
+// second starts), joined back into `origin`. Kernels: world_kernels.cuh.
+//
+//   dispatch          sources: world_scatter (x -> primaries' recv slots,
+//                     w -> every entry's recv_w) | destinations:
+//                     world_epilogue (dup rows, padding)
+//   combine           destinations: world_prologue (partial rows) |
+//                     sources: world_gather
+//   combine_backward  sources: world_scatter (grad_out -> grad_y's primary
+//                     slots: bits, or round_T(recv_w * g) for a primary
+//                     without duplicates) and world_dots (grad_w) |
+//                     destinations: world_epilogue (padding; unweighted:
+//                     dup rows), world_scale_dups (weighted: dup groups)
+//   dispatch_backward destinations: world_prologue unweighted over
+//                     grad_recv | sources: world_gather (+ grad_recv_w)
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../gpu_world/driver_api.hpp"
+#include "../gpu_world/symmetric_mapping.hpp"
+#include "../host_checks.hpp"
+#include "moonep/error.hpp"
+#include "moonep/gpu_world_layer.hpp"
+#include "world_kernels.cuh"
+
+namespace moonep::cuda {
+
+using layer::i64;
+using layer::kThreads;
+using layer::WorldParams;
+using impl::check_cuda;
+using impl::DeviceScope;
+
+namespace {
+
+constexpr const char* kWho = "moonep::cuda::GpuWorldLayer";
+
+int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
+int accum_bytes(Element e) { return e == Element::f64 ? 8 : 4; }
+i64 aligned(i64 bytes) { return (bytes + 255) / 256 * 256; }
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+template <class F>
+void with_type(Element e, F&& f) {
+  switch (e) {
+    case Element::f32: f(Tag<float>{}); break;
+    case Element::f64: f(Tag<double>{}); break;
+    case Element::bf16: f(Tag<__nv_bfloat16>{}); break;
+  }
+}
+
+bool all_aligned(const void* const* v, int R) {
+  if (!v) return true;
+  for (int r = 0; r < R; ++r)
+    if (v[r] && (reinterpret_cast<std::uintptr_t>(v[r]) & 15u) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+struct GpuWorldLayer::State {
+  GpuWorld* world = nullptr;
+  Config config;
+  Element type = Element::f32;
+  bool training = false;
+  int H = 0, Hout = 0;
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  std::vector<DeviceRankPlan> plans;
+  // Offsets in each chunk (bytes); -1: not made (training buffers).
+  i64 off_recv = 0, off_recv_w = 0, off_y = 0, off_partial = 0, off_gy = -1, off_grecv = -1, off_grecv_w = -1;
+  impl::Vmm vmm;  // before `chunks`, which uses it
+  std::unique_ptr<impl::SymmetricMapping> chunks;
+  cudaEvent_t forked = nullptr;   // on rank 0's device
+  std::vector<cudaEvent_t> done;  // per rank, on its device: its phase done
+
+  char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
+  char* base(i64 off) const { return at(0, off); }
+
+  ~State() {
+    int saved = 0;
+    cudaGetDevice(&saved);
+    for (std::size_t r = 0; r < streams.size(); ++r) {
+      if (streams[r]) {
+        cudaSetDevice(devices[r]);
+        cudaStreamSynchronize(streams[r]);
+      }
+    }
+    cudaSetDevice(saved);
+    for (auto e : done) if (e) cudaEventDestroy(e);
+    if (forked) cudaEventDestroy(forked);
+    // Then the members: the chunks (after every rank's stream is idle).
+  }
+
+  WorldParams params(int r, int width, bool vec16) const {
+    WorldParams p{};
+    p.R = config.ranks;
+    p.K = config.topk;
+    p.S = config.tokens;
+    p.NvS = static_cast<int>(config.slots());
+    p.groups = config.groups();
+    p.H = width;
+    p.row_bytes = static_cast<i64>(width) * element_bytes(type);
+    p.vec16 = vec16 && p.row_bytes % 16 == 0;
+    p.plan = plans[r];
+    p.rank = r;
+    p.rank_bytes = static_cast<i64>(chunks->chunk_bytes());
+    return p;
+  }
+
+  // first(r, stream) on every rank, then, once every rank's first part is
+  // done, second(r, stream) on every rank; forked from and joined into
+  // `origin`.
+  template <class First, class Second>
+  void two_phases(cudaStream_t origin, const char* what, First&& first, Second&& second) const {
+    const int R = config.ranks;
+    {
+      DeviceScope on(devices[0]);
+      check_cuda(cudaEventRecord(forked, origin), what);
+    }
+    for (int r = 0; r < R; ++r) check_cuda(cudaStreamWaitEvent(streams[r], forked, 0), what);
+    for (int r = 0; r < R; ++r) {
+      DeviceScope on(devices[r]);
+      first(r, streams[r]);
+      check_cuda(cudaGetLastError(), what);
+      check_cuda(cudaEventRecord(done[r], streams[r]), what);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < R; ++q)
+        if (q != r) check_cuda(cudaStreamWaitEvent(streams[r], done[q], 0), what);
+    for (int r = 0; r < R; ++r) {
+      DeviceScope on(devices[r]);
+      second(r, streams[r]);
+      check_cuda(cudaGetLastError(), what);
+      check_cuda(cudaEventRecord(done[r], streams[r]), what);
+    }
+    for (int r = 0; r < R; ++r) check_cuda(cudaStreamWaitEvent(origin, done[r], 0), what);
+  }
+
+  void need_training(const char* op) const {
+    if (!training)
+      throw InputError(std::string(kWho) + "::" + op + ": the layer was not made for training (training = false)");
+  }
+};
+
+namespace {
+
+// InputError unless the array and each rank's pointer are set.
+void require(const void* const* v, int R, const char* op, const char* name) {
+  if (!v) throw InputError(std::string(kWho) + "::" + op + ": " + name + " is null");
+  for (int r = 0; r < R; ++r) {
+    if (!v[r]) throw InputError(std::string(kWho) + "::" + op + ": " + name + "[" + std::to_string(r) + "] is null");
+  }
+}
+
+}  // namespace
+
+GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Element type, bool training)
+    : s_(std::make_unique<State>()) {
+  if (world.process_rank() >= 0) {
+    throw InputError(std::string(kWho) +
+                     ": a world of one process per rank (make_mpi_gpu_world) is not supported; hold every rank "
+                     "in one process (GpuWorld(config, devices))");
+  }
+  if (hidden < 1 || hidden_out < 1) {
+    throw InputError(std::string(kWho) + ": H and H' must be at least 1, got H = " + std::to_string(hidden) +
+                     ", H' = " + std::to_string(hidden_out));
+  }
+  State& s = *s_;
+  s.world = &world;
+  s.config = world.config();
+  s.type = type;
+  s.training = training;
+  s.H = hidden;
+  s.Hout = hidden_out;
+  const int R = s.config.ranks;
+  const i64 NvS = s.config.slots(), tb = element_bytes(type), ab = accum_bytes(type);
+  for (int r = 0; r < R; ++r) {
+    s.devices.push_back(world.device(r));
+    s.streams.push_back(world.stream(r));
+    s.plans.push_back(world.rank_plan(r));
+  }
+  // One chunk per rank: recv | recv_w | y | partial | (grad_y | grad_recv | grad_recv_w).
+  i64 off = 0;
+  const auto take = [&](i64 bytes) {
+    const i64 at = off;
+    off += aligned(bytes);
+    return at;
+  };
+  s.off_recv = take(NvS * hidden * tb);
+  s.off_recv_w = take(NvS * ab);
+  s.off_y = take(NvS * hidden_out * tb);
+  s.off_partial = take(NvS * (training ? std::max(hidden, hidden_out) : hidden_out) * ab);
+  if (training) {
+    s.off_gy = take(NvS * hidden_out * tb);
+    s.off_grecv = take(NvS * hidden * tb);
+    s.off_grecv_w = take(NvS * ab);
+  }
+  std::vector<int> local(static_cast<std::size_t>(R));
+  for (int r = 0; r < R; ++r) local[r] = r;
+  s.chunks = std::make_unique<impl::SymmetricMapping>(s.vmm, s.devices, local, static_cast<std::size_t>(off), nullptr);
+  s.done.assign(static_cast<std::size_t>(R), nullptr);
+  for (int r = 0; r < R; ++r) {
+    DeviceScope on(s.devices[r]);
+    check_cuda(cudaMemset(s.chunks->chunk(r), 0, s.chunks->chunk_bytes()), "clearing a rank's layer chunk");
+    check_cuda(cudaEventCreateWithFlags(&s.done[r], cudaEventDisableTiming), "cudaEventCreate");
+    if (r == 0) check_cuda(cudaEventCreateWithFlags(&s.forked, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  for (int r = 0; r < R; ++r) {
+    DeviceScope on(s.devices[r]);
+    check_cuda(cudaDeviceSynchronize(), "clearing the layer's chunks");
+  }
+}
+
+GpuWorldLayer::~GpuWorldLayer() = default;
+int GpuWorldLayer::hidden() const { return s_->H; }
+int GpuWorldLayer::hidden_out() const { return s_->Hout; }
+Element GpuWorldLayer::element() const { return s_->type; }
+bool GpuWorldLayer::training() const { return s_->training; }
+
+namespace {
+void check_rank(int d, int R, const char* what) {
+  if (d < 0 || d >= R) {
+    throw InputError(std::string(kWho) + "::" + what + ": rank " + std::to_string(d) + " is not in [0, " +
+                     std::to_string(R) + ")");
+  }
+}
+}  // namespace
+
+void* GpuWorldLayer::recv(int d) const {
+  check_rank(d, s_->config.ranks, "recv");
+  return s_->at(d, s_->off_recv);
+}
+void* GpuWorldLayer::recv_w(int d) const {
+  check_rank(d, s_->config.ranks, "recv_w");
+  return s_->at(d, s_->off_recv_w);
+}
+void* GpuWorldLayer::y(int d) const {
+  check_rank(d, s_->config.ranks, "y");
+  return s_->at(d, s_->off_y);
+}
+void* GpuWorldLayer::grad_y(int d) const {
+  s_->need_training("grad_y");
+  check_rank(d, s_->config.ranks, "grad_y");
+  return s_->at(d, s_->off_gy);
+}
+void* GpuWorldLayer::grad_recv(int d) const {
+  s_->need_training("grad_recv");
+  check_rank(d, s_->config.ranks, "grad_recv");
+  return s_->at(d, s_->off_grecv);
+}
+void* GpuWorldLayer::grad_recv_w(int d) const {
+  s_->need_training("grad_recv_w");
+  check_rank(d, s_->config.ranks, "grad_recv_w");
+  return s_->at(d, s_->off_grecv_w);
+}
+
+void GpuWorldLayer::dispatch(const void* const* x, const void* const* w, cudaStream_t origin) const {
+  const State& s = *s_;
+  const int R = s.config.ranks;
+  require(x, R, "dispatch", "x");
+  require(w, R, "dispatch", "w");
+  const bool vec = all_aligned(x, R);
+  with_type(s.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = typename layer::Arith<T>::A;
+    T* recv0 = reinterpret_cast<T*>(s.base(s.off_recv));
+    A* recv_w0 = reinterpret_cast<A*>(s.base(s.off_recv_w));
+    s.two_phases(
+        origin, "enqueueing the GPU world's dispatch",
+        [&](int r, cudaStream_t st) {
+          layer::world_scatter<T, false><<<layer::blocks_for(s.config.tokens), kThreads, 0, st>>>(
+              s.params(r, s.H, vec), static_cast<const T*>(x[r]), static_cast<const A*>(w[r]), recv_w0, nullptr,
+              recv0);
+        },
+        [&](int r, cudaStream_t st) {
+          layer::world_epilogue<T><<<layer::blocks_for(s.config.groups() + s.config.slots()), kThreads, 0, st>>>(
+              s.params(r, s.H, vec), recv0, recv_w0, true);
+        });
+  });
+}
+
+void GpuWorldLayer::combine(void* const* out, bool weighted, cudaStream_t origin) const {
+  const State& s = *s_;
+  const int R = s.config.ranks;
+  require(out, R, "combine", "out");
+  const bool vec = all_aligned(out, R);
+  with_type(s.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = typename layer::Arith<T>::A;
+    const T* y0 = reinterpret_cast<const T*>(s.base(s.off_y));
+    const A* w0 = weighted ? reinterpret_cast<const A*>(s.base(s.off_recv_w)) : nullptr;
+    A* partial0 = reinterpret_cast<A*>(s.base(s.off_partial));
+    s.two_phases(
+        origin, "enqueueing the GPU world's combine",
+        [&](int r, cudaStream_t st) {
+          layer::world_prologue<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(
+              s.params(r, s.Hout, vec), y0, w0, partial0);
+        },
+        [&](int r, cudaStream_t st) {
+          layer::world_gather<T><<<layer::blocks_for(s.config.tokens), kThreads, 0, st>>>(
+              s.params(r, s.Hout, vec), y0, w0, partial0, static_cast<T*>(out[r]), nullptr, nullptr);
+        });
+  });
+}
+
+void GpuWorldLayer::combine_backward(const void* const* grad_out, bool weighted, void* const* grad_w,
+                                     cudaStream_t origin) const {
+  const State& s = *s_;
+  const int R = s.config.ranks;
+  s.need_training("combine_backward");
+  require(grad_out, R, "combine_backward", "grad_out");
+  if (weighted) require(const_cast<const void* const*>(grad_w), R, "combine_backward (weighted)", "grad_w");
+  const bool vec = all_aligned(grad_out, R);
+  with_type(s.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = typename layer::Arith<T>::A;
+    T* gy0 = reinterpret_cast<T*>(s.base(s.off_gy));
+    const T* y0 = reinterpret_cast<const T*>(s.base(s.off_y));
+    const A* recv_w0 = reinterpret_cast<const A*>(s.base(s.off_recv_w));
+    const int blocks = layer::blocks_for(s.config.tokens);
+    s.two_phases(
+        origin, "enqueueing the GPU world's combine backward",
+        [&](int r, cudaStream_t st) {
+          const WorldParams p = s.params(r, s.Hout, vec);
+          const T* g = static_cast<const T*>(grad_out[r]);
+          if (weighted) {
+            layer::world_scatter<T, true><<<blocks, kThreads, 0, st>>>(p, g, nullptr, nullptr, recv_w0, gy0);
+            const i64 entries = static_cast<i64>(s.config.tokens) * s.config.topk;
+            layer::world_dots<T><<<layer::blocks_for((entries + 31) / 32), kThreads, 0, st>>>(
+                p, g, y0, static_cast<A*>(grad_w[r]));
+          } else {
+            layer::world_scatter<T, false><<<blocks, kThreads, 0, st>>>(p, g, nullptr, nullptr, nullptr, gy0);
+          }
+        },
+        [&](int r, cudaStream_t st) {
+          const WorldParams p = s.params(r, s.Hout, vec);
+          layer::world_epilogue<T><<<layer::blocks_for(s.config.groups() + s.config.slots()), kThreads, 0, st>>>(
+              p, gy0, nullptr, !weighted);
+          if (weighted) {
+            layer::world_scale_dups<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(p, gy0, recv_w0);
+          }
+        });
+  });
+}
+
+void GpuWorldLayer::dispatch_backward(void* const* grad_x, void* const* grad_w, cudaStream_t origin) const {
+  const State& s = *s_;
+  const int R = s.config.ranks;
+  s.need_training("dispatch_backward");
+  require(const_cast<const void* const*>(grad_x), R, "dispatch_backward", "grad_x");
+  if (grad_w) require(const_cast<const void* const*>(grad_w), R, "dispatch_backward", "grad_w");
+  const bool vec = all_aligned(const_cast<const void* const*>(grad_x), R);
+  with_type(s.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = typename layer::Arith<T>::A;
+    const T* grecv0 = reinterpret_cast<const T*>(s.base(s.off_grecv));
+    const A* grecv_w0 = reinterpret_cast<const A*>(s.base(s.off_grecv_w));
+    A* partial0 = reinterpret_cast<A*>(s.base(s.off_partial));
+    s.two_phases(
+        origin, "enqueueing the GPU world's dispatch backward",
+        [&](int r, cudaStream_t st) {
+          layer::world_prologue<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(
+              s.params(r, s.H, vec), grecv0, nullptr, partial0);
+        },
+        [&](int r, cudaStream_t st) {
+          layer::world_gather<T><<<layer::blocks_for(s.config.tokens), kThreads, 0, st>>>(
+              s.params(r, s.H, vec), grecv0, nullptr, partial0, static_cast<T*>(grad_x[r]),
+              grad_w ? grecv_w0 : nullptr, grad_w ? static_cast<A*>(grad_w[r]) : nullptr);
+        });
+  });
+}
+
+}  // namespace moonep::cuda
