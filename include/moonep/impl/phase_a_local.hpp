@@ -54,9 +54,12 @@ struct InputScratch {
   typename T::ivec estart;     // [L][E] first sorted position of each expert in its rank
   typename T::ivec pos;        // [L][N] sorted position of each entry in its rank
   Kokkos::View<std::int64_t, typename T::mem> bad;  // ids outside [0, E) the histogram saw
-  // The step's validation result, on the device: problems found (bad ids,
-  // mismatching counts, bad token counts); LocalRanks::stop points here.
-  Kokkos::View<std::int64_t, typename T::mem> problems;
+  // The step's status on the device, read back by the host in one copy:
+  // [0] the validation result, problems found (bad ids, mismatching counts,
+  // bad token counts; LocalRanks::stop points here), [1] the pairs Phase B
+  // found (RootScratch::npairs, on rank 0's process).
+  typename T::lvec status;
+  Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> problems;  // status[0]
 
   InputScratch() = default;
   InputScratch(const Exec& exec, int L_, int E_, std::int64_t N_, bool host_style_)
@@ -71,7 +74,8 @@ struct InputScratch {
     estart = typename T::ivec(p + "estart", static_cast<std::size_t>(L) * E);
     pos = compat::uninitialized_view<typename T::ivec>(p + "pos", static_cast<std::size_t>(L * N));
     bad = Kokkos::View<std::int64_t, typename T::mem>(p + "bad");
-    problems = Kokkos::View<std::int64_t, typename T::mem>(p + "problems");
+    status = typename T::lvec(p + "status", 2);
+    problems = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(status.data());
   }
 
   // Host: about four blocks per thread over all local ranks (balance across

@@ -53,7 +53,9 @@ struct RootScratch {
   typename T::imat expert_offset;  // [R][E] step 5
   typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
   typename T::refs tables;         // [R] where rank d's per-rank tables are written
-  Kokkos::View<std::int32_t, typename T::mem> npairs;  // pairs found (<= pair_capacity)
+  // Pairs found (<= pair_capacity): status[1] of the planner's InputScratch,
+  // read back with the validation result in one copy.
+  Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> npairs;
   Kokkos::View<PutRun*, typename T::mem> own_runs;     // puts of own_stage rows, one per such rank
   Kokkos::View<PutRun*, typename T::mem> shared_runs;  // puts of the shared tables (not DA), ranks 1..R-1
   // The step's validation count on the device (InputScratch::problems), or
@@ -62,8 +64,9 @@ struct RootScratch {
 
   RootScratch() = default;
   // `direct[d]`: the start of rank d's chunk where this process stores in
-  // place, else null; `da`: the world is directly addressable.
-  RootScratch(const ChunkLayout& L, const std::vector<std::int32_t*>& direct, bool da) {
+  // place, else null; `da`: the world is directly addressable; `npairs_at`:
+  // where the pair count goes (device memory).
+  RootScratch(const ChunkLayout& L, const std::vector<std::int32_t*>& direct, bool da, std::int64_t* npairs_at) {
     const std::string p = "moonep::portable::root.";
     total = typename T::ivec(p + "total", L.E);
     donor_of = typename T::ivec(p + "donor_of", L.R);
@@ -72,7 +75,7 @@ struct RootScratch {
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
     tables = typename T::refs(p + "tables", L.R);
-    npairs = Kokkos::View<std::int32_t, typename T::mem>(p + "npairs");
+    npairs = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(npairs_at);
     auto h_tables = Kokkos::create_mirror_view(tables);
     std::vector<PutRun> own, shared;
     for (int d = 0; d < L.R; ++d) {

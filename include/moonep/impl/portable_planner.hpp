@@ -55,7 +55,7 @@
 //  * Construction allocates everything (the world's symmetric buffer, all
 //    scratch, the plan's storage); plan() allocates nothing.
 //  * Host syncs per step, in-process: one, at the end (the validation and
-//    pair counts, read with the final fence). With ranks in other
+//    pair counts, one copy read with the final fence). With ranks in other
 //    processes: the validation count, a fence before each phase's puts
 //    (none without puts), the world's barriers, and the end of the step
 //    (the pair count on rank 0's process). No size is read back for a put:
@@ -167,7 +167,7 @@ class PortablePlanner {
       Kokkos::deep_copy(counts_runs_, h);
     }
     if (L > 0 && ranks[0] == 0) {
-      root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da);
+      root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da, input_.status.data() + 1);
       root_.stop = input_.problems.data();
     }
   }
@@ -365,16 +365,14 @@ class PortablePlanner {
   // thrown (the kernels between did nothing).
   void finish(const std::vector<input_view>* routing, const std::vector<input_view>* tpe,
               const input_view* tokens_per_rank) {
-    std::int64_t problems = 0;
-    if (routing && lr_.count > 0) {
-      Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&problems),
-                        input_.problems);
+    // status: [0] the validation count, [1] the pair count (one copy).
+    std::int64_t status[2] = {0, 0};
+    if (input_.status.extent(0) == 2 && (routing || root_.alloc.extent(0) > 0)) {
+      Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(status, 2),
+                        input_.status);
     }
-    std::int32_t npairs = 0;
-    if (root_.alloc.extent(0) > 0) {
-      Kokkos::deep_copy(exec_, Kokkos::View<std::int32_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&npairs),
-                        root_.npairs);
-    }
+    const std::int64_t problems = routing ? status[0] : 0;
+    const std::int64_t npairs = root_.alloc.extent(0) > 0 ? status[1] : 0;
     compat::fence(exec_, "moonep::portable::plan_done");
     if (problems > 0) throw InputError(kernel_problem_message(*routing, tpe, tokens_per_rank));
     if (npairs > layout_.pair_capacity) {
