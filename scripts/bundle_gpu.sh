@@ -17,8 +17,9 @@
 #                       interface's checks, the layer's portable path
 #                       (test_layer_portable),
 #                       test_gpu_world_planner (over a GPU world), host_sweep
-#                       (portable phases against the specialization) and
-#                       moonep-plan. Skipped, with a message, when the Kokkos
+#                       (portable phases against the specialization),
+#                       portable_step_bench (the portable step back to back,
+#                       launches and fences per step) and moonep-plan. Skipped, with a message, when the Kokkos
 #                       CUDA tarball is not there (KOKKOS_CUDA_TARBALL=...).
 #
 #   mpi/bin, mpi/lib, mpi/problems, openmpi/
@@ -103,7 +104,7 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
     ktargets+=("$t")
   done
-  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable host_sweep moonep-plan)
+  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable host_sweep portable_step_bench moonep-plan)
   cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else

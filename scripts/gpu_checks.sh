@@ -12,7 +12,8 @@
 # and on the CUDA specialization), test_gpu_world_planner (over a GPU
 # world), memcheck of the bad-input test on both
 # paths, host_sweep's portable phases against the specialization at S=512,
-# 4096, 8192
+# 4096, 8192, portable_step_bench (the portable step back to back, launches
+# and fences per step, S 512..16384)
 # and moonep-plan on both backends. A test that dies is run once more under
 # cuda-gdb for a backtrace. Logs go to $OUT (or ./gpu_checks_out); a short
 # table comes last. CHECKS=kokkos runs only the Kokkos-CUDA part.
@@ -194,6 +195,10 @@ if [ -d "$K" ]; then
     step "kokkos_plan_cuda_S$S" 60 "$K/bin/moonep-plan" --tokens "$S" --copy-slots 32 --steps 20
   done
   step kokkos_plan_portable 60 "$K/bin/moonep-plan" --steps 20 --backend portable
+  # The portable step back to back on the GPU, launches and fences per
+  # step, next to the specialization in the same run; S 512..16384.
+  [ -x "$K/bin/portable_step_bench" ] && step kokkos_portable_step_bench 300 "$K/bin/portable_step_bench" \
+    --steps 200 --sweep --fences
 else
   SUMMARY+=("$(printf '%-22s %-14s' kokkos-cuda 'not bundled')")
 fi
@@ -204,6 +209,9 @@ for S in 512 4096 8192; do
   grep -h -i "portable" "$LOGS/kokkos_sweep_S$S.log" 2>/dev/null | tail -n 2
   grep -h -i "per step" "$LOGS/kokkos_plan_cuda_S$S.log" 2>/dev/null | tail -n 1
 done
+echo
+echo "=== the portable step back to back (portable_step_bench)"
+cat "$LOGS/kokkos_portable_step_bench.log" 2>/dev/null
 echo
 echo "=== benchmark table"
 sed -n '/^config/,$p' "$LOGS/benchmark.log" 2>/dev/null

@@ -214,7 +214,7 @@ leg_cuda() {
   # we lack; minimal's code is the unit tests'), and only the targets that
   # plan through Kokkos::Cuda or the CUDA specialization: the library,
   # moonep-plan, every test_portable_* (Planner<Kokkos::Cuda>), the CUDA
-  # tests, host_sweep and the GPU benchmark; what bundle_gpu.sh carries to
+  # tests, host_sweep, portable_step_bench and the GPU benchmark; what bundle_gpu.sh carries to
   # the GPU. The host-only tests (reference, I/O, CLI, reliability) compile
   # the same code as the other legs, there with g++ alone (about half of
   # this leg's compile time when built here too).
@@ -225,7 +225,7 @@ leg_cuda() {
   fi
   local targets
   targets=$(targets_matching "$dir" \
-    'moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench')
+    'moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench\|portable_step_bench')
   echo "test_kokkos46.sh: cuda leg targets: $targets"
   if ! grep -q 'test_portable_vs_reference' <<<"$targets" || ! grep -q 'test_cuda_planner' <<<"$targets"; then
     result cuda FAILED "the build lists no Planner<Kokkos::Cuda> or CUDA tests (targets: $targets)"; return 0

@@ -7,10 +7,17 @@
 // entry (TEMPLATE_LIST_TEST_CASE); PortableVariants leaves the CUDA
 // specialization out, for tests of what only the portable phases do (the
 // world's buffer, puts, Kokkos kernel labels, worlds spread over processes).
+// PortableFormVariants (and PlannerVariants) add, on the execution spaces
+// whose portable phases take their host form by default
+// (portable::default_phase_form: Serial, OpenMP, Threads), the device form
+// (Planner<Exec, impl::PortableDeviceForm>), so the device kernels (GPU
+// block sizes, team scratch, the scans) are checked on every build,
+// without a GPU.
 #pragma once
 
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "moonep/planner.hpp"
@@ -20,10 +27,19 @@ namespace moonep::test {
 // One Planner<Exec, PortablePhases> per execution space Kokkos enables
 // (MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE: Serial, OpenMP, Threads, Cuda,
 // HIP, SYCL, whichever this Kokkos has).
+template <class Exec>
+using DeviceFormVariant = typename std::conditional<
+    std::is_same<impl::portable::default_phase_form_t<Exec>, impl::portable::HostForm>::value,
+    std::tuple<Planner<Exec, impl::PortableDeviceForm>>, std::tuple<>>::type;
 #define MOONEP_TEST_PORTABLE_VARIANT(Exec) , std::declval<std::tuple<Planner<Exec, PortablePhases>>>()
+#define MOONEP_TEST_DEVICE_FORM_VARIANT(Exec) , std::declval<DeviceFormVariant<Exec>>()
 using PortableVariants = decltype(std::tuple_cat(
     std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_PORTABLE_VARIANT)));
+using DeviceFormVariants = decltype(std::tuple_cat(
+    std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_DEVICE_FORM_VARIANT)));
+using PortableFormVariants = decltype(std::tuple_cat(std::declval<PortableVariants>(), std::declval<DeviceFormVariants>()));
 #undef MOONEP_TEST_PORTABLE_VARIANT
+#undef MOONEP_TEST_DEVICE_FORM_VARIANT
 
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 using CudaSpecVariants = std::tuple<Planner<Kokkos::Cuda, CudaSpecialization>>;
@@ -31,12 +47,14 @@ using CudaSpecVariants = std::tuple<Planner<Kokkos::Cuda, CudaSpecialization>>;
 using CudaSpecVariants = std::tuple<>;
 #endif
 
-using PlannerVariants = decltype(std::tuple_cat(std::declval<PortableVariants>(), std::declval<CudaSpecVariants>()));
+using PlannerVariants = decltype(std::tuple_cat(std::declval<PortableFormVariants>(), std::declval<CudaSpecVariants>()));
 
-// "portable on Serial", "cuda on Cuda": for INFO lines.
+// "portable on Serial", "portable (device form) on Serial", "cuda on
+// Cuda": for INFO lines.
 template <class P>
 std::string variant_name() {
-  return std::string(P::path_name()) + " on " + P::execution_space::name();
+  const bool forced = std::is_same<typename P::path, impl::PortableDeviceForm>::value;
+  return std::string(P::path_name()) + (forced ? " (device form)" : "") + " on " + P::execution_space::name();
 }
 
 }  // namespace moonep::test

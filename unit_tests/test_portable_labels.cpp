@@ -10,11 +10,17 @@
 //    kernel at all (its one launch is a plain CUDA kernel).
 // The portable phases also plan every local rank in the same launches: a
 // step on an in-process world launches as many kernels at R=8 as at R=2,
-// and puts nothing (every rank's chunk is stored into in place).
+// and puts nothing (every rank's chunk is stored into in place). Each form
+// of the kernels (host, device; chosen at compile time from the execution
+// space, or forced with impl::PortableDeviceForm) launches its own kernels,
+// and an in-process step waits for the device once, at its end (counted
+// with Kokkos Tools' fence callback, whose labels Kokkos passes from 3.6 on).
 #include "catch2_compat.hpp"
 
+#include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "test_portable_support.hpp"
 
@@ -29,6 +35,8 @@ void on_kernel(const char* name, std::uint32_t, std::uint64_t*) {
   ++g_launches;
 }
 void on_region(const char* name) { g_regions.insert(name); }
+std::map<std::string, int> g_fences;  // label -> fences in the recorded step
+void on_fence(const char* name, std::uint32_t, std::uint64_t*) { ++g_fences[name]; }
 
 // The labels of one planning step (construction and copies not counted).
 template <class P>
@@ -42,6 +50,8 @@ void record_one_step(int ranks = 4) {
   g_kernels.clear();
   g_regions.clear();
   g_launches = 0;
+  g_fences.clear();
+  Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_kernel);
@@ -51,6 +61,7 @@ void record_one_step(int ranks = 4) {
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(nullptr);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
@@ -79,8 +90,56 @@ TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moo
   CHECK(g_regions.count("moonep::cuda::plan") == 0);
 }
 
+TEST_CASE("the portable phases' form is a compile-time trait of the execution space", "[portable]") {
+  using impl::portable::default_phase_form_t;
+  using impl::portable::DeviceForm;
+  using impl::portable::HostForm;
+  CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultHostExecutionSpace>, HostForm>::value);
+  CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultExecutionSpace>, HostForm>::value ==
+        Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible);
+#if defined(KOKKOS_ENABLE_CUDA)
+  CHECK(std::is_same<default_phase_form_t<Kokkos::Cuda>, DeviceForm>::value);
+#endif
+  CHECK(Planner<Kokkos::DefaultHostExecutionSpace, PortablePhases>::host_form);
+  CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::host_form);
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::phase_form, DeviceForm>::value);
+}
+
+TEMPLATE_LIST_TEST_CASE("each form of the portable phases launches its own kernels", "[portable]",
+                        PortableFormVariants) {
+  INFO(variant_name<TestType>());
+  record_one_step<TestType>();
+  const bool device = !TestType::host_form;
+  // The device form scans every block histogram at once and numbers the
+  // duplicate groups with a scan; the host form walks each rank's blocks
+  // and slots in one thread.
+  CHECK((g_kernels.count("moonep::portable::validate_block_offsets") == 1) == device);
+  CHECK((g_kernels.count("moonep::portable::phaseD_dup_groups") == 1) == device);
+  // validate 3, A 2, B 4, C2 1, D 2 in the device form; validate 2 and D 1
+  // in the host form (portable_planner.hpp).
+  CHECK(g_launches == (device ? 12 : 10));
+}
+
+#if KOKKOS_VERSION >= 30600
+TEMPLATE_LIST_TEST_CASE("an in-process step waits for the device once, at its end", "[portable]",
+                        PortableFormVariants) {
+  INFO(variant_name<TestType>());
+  record_one_step<TestType>(8);
+  int moonep_fences = 0;
+  for (const auto& f : g_fences) {
+    INFO(f.first << " x" << f.second);
+    if (starts_with(f.first, "moonep::")) moonep_fences += f.second;
+    // no world barrier, no read of the validation count between phases
+    CHECK_FALSE(starts_with(f.first, "moonep::world::"));
+    CHECK(f.first != "moonep::portable::validated");
+  }
+  CHECK(moonep_fences == 1);
+  CHECK(g_fences["moonep::portable::plan_done"] == 1);
+}
+#endif
+
 TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever the number of ranks", "[portable]",
-                        PortableVariants) {
+                        PortableFormVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>(2);
   const int at2 = g_launches;

@@ -115,7 +115,7 @@ constexpr bool on_threads_backend() {
 template <class... P>  // declared only: for decltype
 auto without_threads(std::tuple<P...>)
     -> decltype(std::tuple_cat(std::declval<std::conditional_t<on_threads_backend<P>(), std::tuple<>, std::tuple<P>>>()...));
-using WorkerThreadVariants = decltype(without_threads(std::declval<PortableVariants>()));
+using WorkerThreadVariants = decltype(without_threads(std::declval<PortableFormVariants>()));
 
 }  // namespace
 

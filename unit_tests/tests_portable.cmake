@@ -14,10 +14,6 @@ add_executable(test_planner_without_kokkos test_planner_without_kokkos.cpp)
 target_link_libraries(test_planner_without_kokkos PRIVATE moonep moonep_catch2)
 target_include_directories(test_planner_without_kokkos PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME test_planner_without_kokkos COMMAND test_planner_without_kokkos)
-# The device-style kernels (GPU block sizes, team scratch, the slot scan of
-# Phase D) on the host execution spaces too, so they are checked without a
-# GPU (portable_types.hpp, host_style()).
-foreach(_t test_portable_vs_reference test_portable_reuse test_portable_bad_input test_portable_multiprocess)
-  add_test(NAME ${_t}_device_style COMMAND ${_t})
-  set_tests_properties(${_t}_device_style PROPERTIES ENVIRONMENT MOONEP_PORTABLE_DEVICE_STYLE=1)
-endforeach()
+# The device form of the kernels runs on the host execution spaces too, in
+# the same binaries (unit_tests/test_exec_spaces.hpp: every host space's
+# variants include Planner<Exec, impl::PortableDeviceForm>).

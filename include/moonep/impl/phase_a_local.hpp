@@ -16,7 +16,7 @@
 // (LocalRanks::entries). The scatter
 // places each entry at its block's base plus the number of earlier equal
 // experts in its block, so equal experts keep their flat order (stable).
-// How, by style (host_style(), portable_types.hpp):
+// How, by form (HostForm or DeviceForm, portable_types.hpp):
 //  * host: a few long blocks per thread, each walked serially by one
 //    thread that counts as it goes (no team, no scratch); base is one walk
 //    per rank over its E*nblocks counters;
@@ -54,6 +54,12 @@ struct InputScratch {
   typename T::ivec estart;     // [L][E] first sorted position of each expert in its rank
   typename T::ivec pos;        // [L][N] sorted position of each entry in its rank
   Kokkos::View<std::int64_t, typename T::mem> bad;  // ids outside [0, E) the histogram saw
+  // The step's status on the device, read back by the host in one copy:
+  // [0] the validation result, problems found (bad ids, mismatching counts,
+  // bad token counts; LocalRanks::stop points here), [1] the pairs Phase B
+  // found (RootScratch::npairs, on rank 0's process).
+  typename T::lvec status;
+  Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> problems;  // status[0]
 
   InputScratch() = default;
   InputScratch(const Exec& exec, int L_, int E_, std::int64_t N_, bool host_style_)
@@ -68,6 +74,8 @@ struct InputScratch {
     estart = typename T::ivec(p + "estart", static_cast<std::size_t>(L) * E);
     pos = compat::uninitialized_view<typename T::ivec>(p + "pos", static_cast<std::size_t>(L * N));
     bad = Kokkos::View<std::int64_t, typename T::mem>(p + "bad");
+    status = typename T::lvec(p + "status", 2);
+    problems = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(status.data());
   }
 
   // Host: about four blocks per thread over all local ranks (balance across
@@ -94,10 +102,11 @@ struct InputScratch {
 // Validation and tokens per expert of every local rank: per-block
 // histograms (bad ids only counted), one scan over them, then the counts,
 // the sorted starts and the comparison with the given tokens_per_expert.
-// Returns the number of problems over all local ranks (bad ids plus
-// mismatching counts): the step's one value read back for validation.
+// Leaves the number of problems over all local ranks (bad ids plus
+// mismatching counts) in s.problems, on the device: nothing is read back
+// here (the planner reads it once, or leaves it to the later kernels).
 template <class Exec>
-std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
+void histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
                                  bool has_tpe) {
   using T = Types<Exec>;
   using member = typename T::member;
@@ -163,7 +172,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
   const auto estart = s.estart;
   const auto tpe = lr.tpe;
   const auto bad = s.bad;
-  std::int64_t problems = 0;
+  const auto problems = s.problems;
   if (s.host_style) {
     // One walk per rank over its few blocks per expert: no scan (whose
     // passes synchronise every thread) for E*nblocks counters.
@@ -187,7 +196,7 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
           if (l == 0) acc += bad();
         },
         problems);
-    return problems;
+    return;
   }
   const std::int64_t nh = static_cast<std::int64_t>(s.L) * E * nb;
   Kokkos::parallel_scan(
@@ -209,7 +218,6 @@ std::int64_t histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, 
         if (le == 0) acc += bad();
       },
       problems);
-  return problems;
 }
 
 // Phase A, every local rank: its receive slots start empty (-1) every step
@@ -225,6 +233,7 @@ void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exe
   const auto rank = lr.rank;
   const auto direct = lr.direct_chunk;
   const auto counts = s.counts;
+  const LocalRanks<Exec> ranks = lr;
   // A host thread clears runs of 4096 values (a plain loop the compiler
   // vectorizes), a device thread one value.
   const std::int64_t grain = s.host_style ? 4096 : 1, per_rank = (width + grain - 1) / grain;
@@ -232,6 +241,7 @@ void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exe
   Kokkos::parallel_for(
       "moonep::portable::phaseA_clear_slots", typename T::range(exec, 0, lr.count * per_rank),
       KOKKOS_LAMBDA(const std::int64_t i) {
+        if (ranks.stopped()) return;  // bad input: nothing is touched
         const std::int64_t l = split.quotient(i), k0 = (i - l * per_rank) * grain;
         const std::int64_t k1 = k0 + grain < width ? k0 + grain : width;
         std::int32_t* slots = chunk(l).at + slots_at;
@@ -268,6 +278,7 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
     Kokkos::parallel_for(
         "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
         KOKKOS_LAMBDA(const std::int64_t lb) {
+          if (ranks.stopped()) return;
           const std::int64_t l = lb / nb, b = lb % nb;
           const std::int32_t* ids = routing(l).at;
           std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
@@ -282,6 +293,7 @@ void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const L
         with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, s.L * nb, Kokkos::AUTO), len, &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseC1_stable_scatter", policy, KOKKOS_LAMBDA(const member& team) {
+          if (ranks.stopped()) return;  // the whole team: before any barrier
           const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
           const std::int64_t begin = b * len, n_l = ranks.entries(l);
           const std::int64_t stop = (b + 1) * len < n_l ? (b + 1) * len : n_l, n = stop > begin ? stop - begin : 0;

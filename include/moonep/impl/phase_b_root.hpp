@@ -53,14 +53,20 @@ struct RootScratch {
   typename T::imat expert_offset;  // [R][E] step 5
   typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
   typename T::refs tables;         // [R] where rank d's per-rank tables are written
-  Kokkos::View<std::int32_t, typename T::mem> npairs;  // pairs found (<= pair_capacity)
+  // Pairs found (<= pair_capacity): status[1] of the planner's InputScratch,
+  // read back with the validation result in one copy.
+  Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> npairs;
   Kokkos::View<PutRun*, typename T::mem> own_runs;     // puts of own_stage rows, one per such rank
   Kokkos::View<PutRun*, typename T::mem> shared_runs;  // puts of the shared tables (not DA), ranks 1..R-1
+  // The step's validation count on the device (InputScratch::problems), or
+  // null: every kernel returns at once when it is set (bad input).
+  const std::int64_t* stop = nullptr;
 
   RootScratch() = default;
   // `direct[d]`: the start of rank d's chunk where this process stores in
-  // place, else null; `da`: the world is directly addressable.
-  RootScratch(const ChunkLayout& L, const std::vector<std::int32_t*>& direct, bool da) {
+  // place, else null; `da`: the world is directly addressable; `npairs_at`:
+  // where the pair count goes (device memory).
+  RootScratch(const ChunkLayout& L, const std::vector<std::int32_t*>& direct, bool da, std::int64_t* npairs_at) {
     const std::string p = "moonep::portable::root.";
     total = typename T::ivec(p + "total", L.E);
     donor_of = typename T::ivec(p + "donor_of", L.R);
@@ -69,7 +75,7 @@ struct RootScratch {
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
     tables = typename T::refs(p + "tables", L.R);
-    npairs = Kokkos::View<std::int32_t, typename T::mem>(p + "npairs");
+    npairs = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(npairs_at);
     auto h_tables = Kokkos::create_mirror_view(tables);
     std::vector<PutRun> own, shared;
     for (int d = 0; d < L.R; ++d) {
@@ -115,6 +121,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   const auto expert_offset = rs.expert_offset;
   const auto tables = rs.tables;
   const auto npairs = rs.npairs;
+  const std::int64_t* const stop = rs.stop;
 
   // Step 1: cum (each rank's exclusive prefix over ranks), totals; alloc
   // starts as "everything on the owner"; then the loads, the balances
@@ -126,6 +133,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
     auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, 1, Kokkos::AUTO), R, &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseB_totals_and_moves", policy, KOKKOS_LAMBDA(const member& team) {
+          if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
             std::int32_t run = 0;
             for (int r = 0; r < R; ++r) {
@@ -179,6 +187,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
                                                         static_cast<std::int64_t>(R) + epn, &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseB_expert_split", policy, KOKKOS_LAMBDA(const member& team) {
+          if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           const int h = team.league_rank();
           typename T::scratch_i64 all(team.team_scratch(level), R + epn);
           auto quota = Kokkos::subview(all, Kokkos::make_pair(0, R));
@@ -224,6 +233,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
                                                         2 * static_cast<std::int64_t>(epn), &level);
     Kokkos::parallel_for(
         "moonep::portable::phaseB_layout", policy, KOKKOS_LAMBDA(const member& team) {
+          if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           const int d = team.league_rank();
           const int donor = donor_of(d);
           typename T::scratch_i32 all(team.team_scratch(level), 2 * epn);
@@ -293,6 +303,7 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   Kokkos::parallel_for(
       "moonep::portable::phaseB_pairs", typename T::team_policy(exec, 1, Kokkos::AUTO),
       KOKKOS_LAMBDA(const member& team) {
+        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
         Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
           std::int32_t c = 0;
           for (int d = 0; d < R; ++d) c += alloc(e, d) > 0 ? 1 : 0;

@@ -75,6 +75,7 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const Input
   Kokkos::parallel_for(
       "moonep::portable::phaseC2_destinations_dedup",
       typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * S), KOKKOS_LAMBDA(const std::int64_t ls) {
+        if (ranks.stopped()) return;  // bad input: nothing is touched
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
         if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
         const std::int32_t* ids = routing(l).at;
@@ -153,10 +154,12 @@ void publication_runs(const Exec& exec, const ChunkLayout& CL, const InputScratc
   const auto chunk = lr.chunk;
   const auto shared_tables = lr.shared_tables;
   const auto direct = lr.direct_chunk;
+  const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(E);
   Kokkos::parallel_for(
       "moonep::portable::phaseC2_runs", typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * E),
       KOKKOS_LAMBDA(const std::int64_t le) {
+        if (ranks.stopped()) return;
         const std::int64_t l = split.quotient(le);
         const int e = static_cast<int>(le - l * E);
         const std::int32_t* shared = shared_tables(l).at;

@@ -5,7 +5,7 @@
 // published; the small tables are copied from the per-rank and shared
 // tables.
 //
-// How, by style (host_style(), portable_types.hpp):
+// How, by form (HostForm or DeviceForm, portable_types.hpp):
 //  * host: one kernel, phaseD_dup_structures, one local rank per work item
 //    walking its slots in order: src_info, each primary's dup_groups row
 //    and the start of its duplicates (dstart), then the duplicates, then
@@ -134,9 +134,11 @@ void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks
   const auto dup_loffs = out.dup_loffs;
   const auto dup_counts = out.dup_counts;
   const CopyTables<Exec> tables(CL, lr, out);
+  const LocalRanks<Exec> ranks = lr;
   Kokkos::parallel_for(
       "moonep::portable::phaseD_dup_structures", typename T::range(exec, 0, lr.count),
       KOKKOS_LAMBDA(const std::int64_t l) {
+        if (ranks.stopped()) return;  // bad input: the plan is left as it was
         const std::int32_t* slots = chunk(l).at + slots_at;
         const std::int64_t first = l * NvS;
         std::int32_t groups = 0, dups = 0;
@@ -175,9 +177,11 @@ void rank_outputs_device(const Exec& exec, const ChunkLayout& CL, const LocalRan
   const auto dstart = out.dstart;
   constexpr std::int64_t kGroup = std::int64_t(1) << 32;
   const IndexSplit by_slots(NvS);
+  const LocalRanks<Exec> ranks = lr;
   Kokkos::parallel_scan(
       "moonep::portable::phaseD_dup_groups", typename T::range(exec, 0, nslots + 1),
       KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& run, const bool final) {
+        if (ranks.stopped()) return;  // (in every pass alike)
         const std::int64_t l = by_slots.quotient(i), loff = i - l * NvS;
         if (final && loff == 0) rank_prefix(l) = run;  // and l == L at i == nslots: the total
         if (i == nslots) return;
@@ -203,6 +207,7 @@ void rank_outputs_device(const Exec& exec, const ChunkLayout& CL, const LocalRan
   Kokkos::parallel_for(
       "moonep::portable::phaseD_dup_structures", typename T::range(exec, 0, lr.count * width),
       KOKKOS_LAMBDA(const std::int64_t i) {
+        if (ranks.stopped()) return;
         const std::int64_t l = by_width.quotient(i), k = i - l * width;
         if (k < NvS) {
           const std::int64_t first = l * NvS, base = rank_prefix(l);

@@ -9,6 +9,12 @@
 //   PortablePhases            PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec>
 //   CudaSpecialization        CudaKernelPlanner                        compile error
 //   OnGpuWorld                GpuWorldPlanner                    compile error
+//   impl::PortableDeviceForm  PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec, DeviceForm>
+//
+// The portable phases' form (host or device kernels) is a compile-time
+// trait of the execution space too (portable::default_phase_form,
+// moonep/impl/portable_types.hpp); impl::PortableDeviceForm forces the
+// device form on a host space (for the tests).
 //
 // Nothing is decided at run time, so a Planner holds (and allocates) only
 // what its one path uses.
@@ -17,6 +23,7 @@
 #include <type_traits>
 
 #include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/impl/portable_types.hpp"
 #include "moonep/moonep_config.hpp"
 
 namespace moonep {
@@ -39,6 +46,11 @@ struct OnGpuWorld {};
 
 namespace impl {
 
+// The portable phases in their device form on any execution space, the
+// host ones included (their default there is the host form): what the
+// tests use to run the device kernels without a GPU. Not part of the API.
+struct PortableDeviceForm {};
+
 // True where MoonEP has a CUDA specialization for the execution space.
 template <class ExecutionSpace>
 struct cuda_specialization_available : std::false_type {};
@@ -53,7 +65,8 @@ struct cuda_specialization_available<Kokkos::Cuda> : std::true_type {};
 template <class ExecutionSpace, class Path>
 struct uses_cuda_specialization {
   static_assert(std::is_same<Path, Automatic>::value || std::is_same<Path, PortablePhases>::value ||
-                    std::is_same<Path, CudaSpecialization>::value || std::is_same<Path, OnGpuWorld>::value,
+                    std::is_same<Path, CudaSpecialization>::value || std::is_same<Path, OnGpuWorld>::value ||
+                    std::is_same<Path, PortableDeviceForm>::value,
                 "moonep::Planner's Path is moonep::Automatic, moonep::PortablePhases, moonep::CudaSpecialization "
                 "or moonep::OnGpuWorld");
   static_assert(!std::is_same<Path, CudaSpecialization>::value ||
@@ -64,10 +77,11 @@ struct uses_cuda_specialization {
                 "moonep::OnGpuWorld needs ExecutionSpace = Kokkos::Cuda and MoonEP built with CUDA "
                 "(MoonEP_ENABLE_CUDA=ON) against a Kokkos with the CUDA backend");
   static constexpr bool value = !std::is_same<Path, PortablePhases>::value &&
+                                !std::is_same<Path, PortableDeviceForm>::value &&
                                 cuda_specialization_available<ExecutionSpace>::value;
 };
 
-template <class ExecutionSpace>
+template <class ExecutionSpace, class Form = portable::default_phase_form_t<ExecutionSpace>>
 class PortablePlanner;  // moonep/impl/portable_planner.hpp
 class CudaKernelPlanner;  // moonep/impl/cuda_kernel_planner.hpp (CUDA builds only)
 class GpuWorldPlanner;  // moonep/impl/gpu_world_planner.hpp (CUDA builds only)
@@ -93,6 +107,11 @@ struct PlannerImplFor<Kokkos::Cuda, OnGpuWorld> {
   using type = GpuWorldPlanner;
 };
 #endif
+
+template <class ExecutionSpace>
+struct PlannerImplFor<ExecutionSpace, PortableDeviceForm> {
+  using type = PortablePlanner<ExecutionSpace, portable::DeviceForm>;
+};
 
 template <class ExecutionSpace, class Path>
 using planner_impl_t = typename PlannerImplFor<ExecutionSpace, Path>::type;

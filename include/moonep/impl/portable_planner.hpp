@@ -5,13 +5,18 @@
 // (docs/spec/planning.md, "How the original GPU planner runs a step"):
 //
 //   validate   host facts (rank arrays, lengths), then every local rank's
-//              expert histogram (= tokens per expert) and checks;
+//              expert histogram (= tokens per expert) and checks, their
+//              result a count of problems kept on the device; with ranks
+//              in other processes, that count is read and passed to
 //              world.all_ok() so that one bad rank stops them all before
-//              anything touches the shared buffer.
+//              anything touches the shared buffer. With every rank in this
+//              process nothing is read here: every later kernel reads the
+//              count and does nothing when it is set, and the host reads
+//              it once, after the step (see "in-process steps" below).
 //   Phase A    each rank clears its receive slots and sends its tokens per
 //              expert to rank 0; Phase C1 (its stable counting sort by
 //              expert) needs nothing else and runs here too.
-//   barrier
+//   barrier    (only with ranks in other processes)
 //   Phase B    rank 0: steps 1-5 for every rank; sends each rank its tables.
 //   barrier
 //   Phase C2   each rank: destinations, dedup, and per-slot (src_info, dup
@@ -32,13 +37,28 @@
 // phase; in a directly addressable world ranks read rank 0's shared tables
 // in place rather than receive a copy.
 //
+// In-process steps (every rank in this process, L == R, in a directly
+// addressable world: the InProcessWorld, or an MPI shared-memory world of
+// one process; nothing is put): no barrier (one process
+// and one execution space instance order every kernel), no all_ok, no
+// value read back before the end of the step; the step ends with one copy
+// of the validation count and the pair count to the host and one fence,
+// after which bad input throws exactly what it threw when it was checked
+// before the phases (the first bad local rank's validate_rank_input words).
+// On a device execution space a step is then a sequence of kernel launches
+// on one instance with one host sync at its end.
+//
+// The form of the kernels (host or device) is a template argument, by
+// default the execution space's (portable::default_phase_form).
+//
 // What must stay true:
 //  * Construction allocates everything (the world's symmetric buffer, all
 //    scratch, the plan's storage); plan() allocates nothing.
-//  * Host syncs per step: the validation count (one reduction over every
-//    local rank), a fence before each phase's puts (none without puts), the
-//    world's barriers, and the end of the step (the pair count, read with
-//    the final fence on rank 0's process). No size is read back for a put:
+//  * Host syncs per step, in-process: one, at the end (the validation and
+//    pair counts, one copy read with the final fence). With ranks in other
+//    processes: the validation count, a fence before each phase's puts
+//    (none without puts), the world's barriers, and the end of the step
+//    (the pair count on rank 0's process). No size is read back for a put:
 //    runs have fixed sizes (empty runs are allowed).
 //  * Bad input is found before the shared buffer is touched, and reported
 //    with validate_rank_input's words for the first bad local rank.
@@ -62,15 +82,19 @@
 #include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/portable_instances.hpp"
 #include "moonep/impl/planner_concept.hpp"
+#include "moonep/impl/planner_select.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
 #include "moonep/reference.hpp"
 #include "moonep/world.hpp"
 
 namespace moonep::impl {
 
-template <class ExecutionSpace>
+template <class ExecutionSpace, class Form>
 class PortablePlanner {
  public:
+  // The kernels' form (portable::HostForm or portable::DeviceForm).
+  using phase_form = Form;
+  static constexpr bool host_form = portable::is_host_form<Form>::value;
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using world_type = World<memory_space>;
@@ -96,6 +120,9 @@ class PortablePlanner {
       for (const int r : ranks) direct[r] = world_.local_chunk(r).data();
     }
     needs_puts_ = !da || L < layout_.R;
+    // Every rank here and nothing to put (a directly addressable world):
+    // the step needs neither barriers nor agreement.
+    in_process_ = L == layout_.R && !needs_puts_;
 
     lr_.count = L;
     lr_.rank = Kokkos::View<int*, memory_space>("moonep::portable::local.rank", L);
@@ -127,8 +154,8 @@ class PortablePlanner {
     h_tpe_ = Kokkos::create_mirror_view(lr_.tpe);
     h_routing_len_ = Kokkos::create_mirror_view(lr_.routing_len);
 
-    input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N,
-                                                    portable::host_style<ExecutionSpace>());
+    input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N, host_form);
+    lr_.stop = input_.problems.data();
     publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
     store_ = portable::PlanStore<ExecutionSpace>(config_, L);
     plan_.config = config_;
@@ -139,7 +166,10 @@ class PortablePlanner {
       for (int l = 0; l < L; ++l) h(l) = portable::put_counts_run(layout_, ranks[l], l);
       Kokkos::deep_copy(counts_runs_, h);
     }
-    if (L > 0 && ranks[0] == 0) root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da);
+    if (L > 0 && ranks[0] == 0) {
+      root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da, input_.status.data() + 1);
+      root_.stop = input_.problems.data();
+    }
   }
 
   // One planner per world: it owns the world's buffer layout and scratch.
@@ -168,7 +198,18 @@ class PortablePlanner {
                         const std::vector<input_view>* tokens_per_expert = nullptr,
                         const input_view* tokens_per_rank = nullptr) {
     compat::ProfilingRegion region("moonep::portable::plan");
-    validate_all(routing, tokens_per_expert, tokens_per_rank);
+    if (in_process_) {
+      // Every rank here: validation's result stays on the device until the
+      // step's end (the kernels between do nothing when it is set).
+      validate_all(routing, tokens_per_expert, tokens_per_rank, /*deferred=*/true);
+      phase_a();
+      phase_b();
+      phase_c2();
+      phase_d();
+      finish(&routing, tokens_per_expert, tokens_per_rank);
+      return plan_;
+    }
+    validate_all(routing, tokens_per_expert, tokens_per_rank, /*deferred=*/false);
     phase_a();
     world_.barrier();
     phase_b();
@@ -176,7 +217,7 @@ class PortablePlanner {
     phase_c2();
     world_.barrier();
     phase_d();
-    finish();
+    finish(nullptr, nullptr, nullptr);
     return plan_;
   }
 
@@ -228,25 +269,45 @@ class PortablePlanner {
       h_routing_len_(li) = n;
     }
     if (changed) {
-      Kokkos::deep_copy(lr_.routing, h_routing_);
-      Kokkos::deep_copy(lr_.tpe, h_tpe_);
-      Kokkos::deep_copy(lr_.routing_len, h_routing_len_);
+      // On the step's instance, without a fence: the mirrors are not
+      // written again before the step's final fence.
+      Kokkos::deep_copy(exec_, lr_.routing, h_routing_);
+      Kokkos::deep_copy(exec_, lr_.tpe, h_tpe_);
+      Kokkos::deep_copy(exec_, lr_.routing_len, h_routing_len_);
     }
     lr_.tokens_per_rank = tokens_per_rank ? tokens_per_rank->data() : nullptr;
   }
 
+  // The words for input the kernels rejected: the first bad local rank's.
+  std::string kernel_problem_message(const std::vector<input_view>& routing, const std::vector<input_view>* tpe,
+                                     const input_view* tokens_per_rank) const {
+    std::string why;
+    for (std::size_t li = 0; why.empty() && li < routing.size(); ++li) {
+      why = host_message(li, routing[li], tpe ? &(*tpe)[li] : nullptr, tokens_per_rank);
+    }
+    if (why.empty()) why = "input rejected on this process (no rank's check names the problem)";
+    return why;
+  }
+
+  // The host facts, then the kernels' checks. `deferred` (in-process
+  // steps): the kernels' count stays on the device, read by finish().
   void validate_all(const std::vector<input_view>& routing, const std::vector<input_view>* tpe,
-                    const input_view* tokens_per_rank) {
+                    const input_view* tokens_per_rank, bool deferred) {
     compat::ProfilingRegion region("moonep::portable::validate");
     std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe, tokens_per_rank);
     if (why.empty() && lr_.count > 0) {
       bind_inputs(routing, tpe, tokens_per_rank);
-      if (portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr) > 0) {
-        for (std::size_t li = 0; why.empty() && li < routing.size(); ++li) {
-          why = host_message(li, routing[li], tpe ? &(*tpe)[li] : nullptr, tokens_per_rank);
-        }
-        if (why.empty()) why = "input rejected on this process (no rank's check names the problem)";
-      }
+      portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr);
+      if (deferred) return;
+      std::int64_t problems = 0;
+      Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&problems),
+                        input_.problems);
+      compat::fence(exec_, "moonep::portable::validated");
+      if (problems > 0) why = kernel_problem_message(routing, tpe, tokens_per_rank);
+    }
+    if (deferred) {
+      if (!why.empty()) throw InputError(why);
+      return;
     }
     if (!world_.all_ok(why.empty())) {
       throw InputError(why.empty() ? std::string("input rejected on another rank; nothing was planned") : why);
@@ -294,20 +355,26 @@ class PortablePlanner {
   void phase_d() {
     compat::ProfilingRegion region("moonep::portable::phaseD");
     if (lr_.count == 0) return;
-    portable::rank_outputs(exec_, layout_, lr_, store_, input_.host_style);
+    portable::rank_outputs(exec_, layout_, lr_, store_, host_form);
   }
 
   // The step's end: the plan is in the views. On rank 0's process, the
-  // pair count comes back with it (an internal error beyond the bound).
-  void finish() {
-    if (root_.alloc.extent(0) == 0) {
-      compat::fence(exec_, "moonep::portable::plan_done");
-      return;
+  // pair count comes back with it (an internal error beyond the bound). An
+  // in-process step (`routing` given) also reads the validation count here,
+  // with the same fence, and throws the InputError validation would have
+  // thrown (the kernels between did nothing).
+  void finish(const std::vector<input_view>* routing, const std::vector<input_view>* tpe,
+              const input_view* tokens_per_rank) {
+    // status: [0] the validation count, [1] the pair count (one copy).
+    std::int64_t status[2] = {0, 0};
+    if (input_.status.extent(0) == 2 && (routing || root_.alloc.extent(0) > 0)) {
+      Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(status, 2),
+                        input_.status);
     }
-    std::int32_t npairs = 0;
-    Kokkos::deep_copy(exec_, Kokkos::View<std::int32_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&npairs),
-                      root_.npairs);
+    const std::int64_t problems = routing ? status[0] : 0;
+    const std::int64_t npairs = root_.alloc.extent(0) > 0 ? status[1] : 0;
     compat::fence(exec_, "moonep::portable::plan_done");
+    if (problems > 0) throw InputError(kernel_problem_message(*routing, tpe, tokens_per_rank));
     if (npairs > layout_.pair_capacity) {
       throw RuntimeError("moonep portable planner: " + std::to_string(npairs) +
                          " (expert, rank) pairs exceed the bound " + std::to_string(layout_.pair_capacity) +
@@ -321,6 +388,7 @@ class PortablePlanner {
   WorldClaim<world_type> claim_;
   ExecutionSpace exec_;
   bool needs_puts_ = true;
+  bool in_process_ = false;  // every rank in this process, nothing put (see "In-process steps")
   portable::LocalRanks<ExecutionSpace> lr_;
   typename T::crefs::HostMirror h_routing_, h_tpe_;
   typename T::lvec::HostMirror h_routing_len_;

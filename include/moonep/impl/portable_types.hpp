@@ -13,7 +13,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
+#include <type_traits>
 
 #include "moonep/impl/kokkos_compat.hpp"
 
@@ -46,18 +46,27 @@ struct Types {
   static constexpr bool host = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 };
 
-// How the kernels that have two forms walk their data: host style (few,
-// fat threads walking long ranges serially, which keeps caches warm) on a
-// host execution space, device style (many threads, short blocks, teams)
-// elsewhere. Both give the same plan. MOONEP_PORTABLE_DEVICE_STYLE=1 in the
-// environment forces the device style on a host space, so that the tests
-// run those kernels without a GPU. Read once per planner, at construction.
+// How the kernels that have two forms walk their data, chosen at compile
+// time from the execution space (as Kokkos Kernels picks its
+// specializations): the host form (few, fat threads walking long ranges
+// serially, which keeps caches warm) on an execution space that runs on
+// the host, the device form (many threads, short blocks, teams) elsewhere.
+// Both give the same plan. A planner may name the form it wants
+// (PortablePlanner<Exec, DeviceForm>: the tests run the device form on the
+// host spaces that way, so its kernels are checked without a GPU); nothing
+// is read at run time.
+struct HostForm {};
+struct DeviceForm {};
+
 template <class ExecutionSpace>
-bool host_style() {
-  if (!Types<ExecutionSpace>::host) return false;
-  const char* forced = std::getenv("MOONEP_PORTABLE_DEVICE_STYLE");
-  return !(forced && forced[0] != '\0' && !(forced[0] == '0' && forced[1] == '\0'));
-}
+struct default_phase_form {
+  using type = typename std::conditional<Types<ExecutionSpace>::host, HostForm, DeviceForm>::type;
+};
+template <class ExecutionSpace>
+using default_phase_form_t = typename default_phase_form<ExecutionSpace>::type;
+
+template <class Form>
+struct is_host_form : std::is_same<Form, HostForm> {};
 
 // The local ranks of one planner, as kernels see them. Chunk pointers are
 // fixed at construction (the planner allocates the world's buffer once);
@@ -81,6 +90,13 @@ struct LocalRanks {
   // steps"). Only the local ranks' counts are read.
   const std::int32_t* tokens_per_rank = nullptr;
   int S = 1, K = 1;
+  // The step's validation result on the device (problems found, > 0: bad
+  // input), or null. Every kernel after validation returns at once when it
+  // is set, so that bad input leaves the world's buffer and the plan
+  // untouched although the host reads the result only after the step
+  // (PortablePlanner: in-process worlds).
+  const std::int64_t* stop = nullptr;
+  KOKKOS_INLINE_FUNCTION bool stopped() const { return stop && *stop > 0; }
 
   // s_l, the tokens local rank l holds this step: its count clamped to
   // 0..S and to what its routing view holds, so that no kernel reads past

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// portable_step_bench — the portable phases' step on Kokkos' default
+// execution space (any: Serial, OpenMP, Threads, Cuda, HIP, SYCL), planned
+// back to back: plan() after plan() on the same routing views, the time per
+// step of a loop (each plan() ends with its own wait for the device, so
+// this is the time a caller sees per step, with nothing else queued), and
+// what one step costs in Kokkos operations, counted with Kokkos Tools
+// callbacks in a separate, untimed step: kernel launches (parallel_for,
+// parallel_reduce, parallel_scan), fences (Kokkos passes their labels, and
+// reports execution-space fences, from 3.6 on; not the fences Kokkos adds
+// around each kernel for the attached tool) and deep copies.
+//
+// Rows: the portable phases in their default form for the execution space
+// (moonep::impl::portable::default_phase_form), on a host execution space
+// also in the device form, and on Kokkos::Cuda in a MoonEP built with CUDA
+// the CUDA specialization in the same run (Planner<Kokkos::Cuda,
+// CudaSpecialization>: its loop is timed up to one fence after the last
+// step, since its plan() does not wait).
+//
+//   portable_step_bench                        the headline (R=8 E=256 K=8 S=4096 B=32 tp=128)
+//   portable_step_bench --steps 200            more steps per loop (default 100)
+//   portable_step_bench --sweep                also S = 512 .. 16384 at the headline's other sizes
+//   portable_step_bench --point R E K S B tp   one configuration of your choice
+//   portable_step_bench --imbalance SIGMA      the routing's skew (default 1.0, as moonep-plan)
+//   portable_step_bench --fences               also list the fences of a step by label
+//   portable_step_bench --smoke                one tiny point (the CTest smoke test)
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "moonep/planner.hpp"
+#include "moonep/synthetic.hpp"
+#include "moonep/world.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Exec = Kokkos::DefaultExecutionSpace;
+
+// What the Kokkos Tools callbacks saw.
+struct Counts {
+  int launches = 0, fences = 0, deep_copies = 0;
+  std::map<std::string, int> fence_labels;
+};
+Counts g_counts;
+void on_kernel(const char*, std::uint32_t, std::uint64_t*) { ++g_counts.launches; }
+// Kokkos fences around every kernel while a tool is attached (its "Kokkos
+// Profile Tool Fence"s, labelled Kokkos::Tools::...): the counting's own
+// cost, not the step's, so not counted.
+void on_fence(const char* name, std::uint32_t, std::uint64_t*) {
+  const std::string label = name ? name : "(unnamed)";
+  if (label.compare(0, 14, "Kokkos::Tools:") == 0) return;
+  ++g_counts.fences;
+  ++g_counts.fence_labels[label];
+}
+void on_deep_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::Tools::SpaceHandle, const char*,
+                  const void*, std::uint64_t) {
+  ++g_counts.deep_copies;
+}
+
+void start_counting() {
+  g_counts = Counts{};
+  Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_kernel);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
+  Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(on_deep_copy);
+}
+void stop_counting() {
+  Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
+}
+
+struct Row {
+  std::string path, form;
+  double us_per_step = 0;
+  Counts counts;
+};
+
+// One planner P over its own in-process world: warm-up, a timed loop of
+// `steps` back-to-back plan() calls, then one counted step.
+template <class P>
+Row measure(const moonep::Config& c, const moonep::Routing& routing, int steps, const char* path, const char* form) {
+  using Mem = typename P::memory_space;
+  moonep::InProcessWorld<Mem> world(c.ranks);
+  P planner(c, world);
+  std::vector<Kokkos::View<std::int32_t*, Mem>> owned;
+  std::vector<Kokkos::View<const std::int32_t*, Mem>> views;
+  for (const auto& row : routing) {
+    owned.emplace_back("routing", row.size());
+    Kokkos::deep_copy(owned.back(), Kokkos::View<const std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                        row.data(), row.size()));
+    views.emplace_back(owned.back());
+  }
+  const typename P::execution_space exec;
+  for (int i = 0; i < 3; ++i) planner.plan(views);  // warm-up
+  exec.fence();
+  const auto a = Clock::now();
+  for (int i = 0; i < steps; ++i) planner.plan(views);
+  exec.fence();
+  const double seconds = std::chrono::duration<double>(Clock::now() - a).count();
+  start_counting();
+  planner.plan(views);
+  stop_counting();
+  exec.fence();
+  Row r;
+  r.path = path;
+  r.form = form;
+  r.us_per_step = seconds / steps * 1e6;
+  r.counts = g_counts;
+  return r;
+}
+
+std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int steps) {
+  const moonep::Routing routing = moonep::synthetic_routing(c, imbalance, 42);
+  std::vector<Row> rows;
+  using Default = moonep::Planner<Exec, moonep::PortablePhases>;
+  rows.push_back(measure<Default>(c, routing, steps, "portable", Default::host_form ? "host" : "device"));
+  if constexpr (Default::host_form) {
+    rows.push_back(measure<moonep::Planner<Exec, moonep::impl::PortableDeviceForm>>(c, routing, steps, "portable",
+                                                                                   "device"));
+  }
+#if MOONEP_HAVE_CUDA_SPECIALIZATION
+  rows.push_back(
+      measure<moonep::Planner<Kokkos::Cuda, moonep::CudaSpecialization>>(c, routing, steps, "cuda (specialization)", "-"));
+#endif
+  return rows;
+}
+
+void print_table(const moonep::Config& c, double imbalance, int steps, const std::vector<Row>& rows, bool fences) {
+  std::printf("R=%d E=%d K=%d S=%d B=%d tp=%d imbalance %.2f, %d steps back to back, on %s\n", c.ranks, c.experts,
+              c.topk, c.tokens, c.copy_slots, c.token_padding, imbalance, steps, Exec::name());
+  std::printf("  %-22s %-6s %10s %9s %7s %12s\n", "path", "form", "us/step", "launches", "fences", "deep_copies");
+  for (const Row& r : rows) {
+    std::printf("  %-22s %-6s %10.1f %9d %7d %12d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
+                r.counts.launches, r.counts.fences, r.counts.deep_copies);
+    if (fences) {
+      for (const auto& f : r.counts.fence_labels) std::printf("      fence %s x%d\n", f.first.c_str(), f.second);
+    }
+  }
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: portable_step_bench [--steps N] [--sweep] [--point R E K S B tp] [--imbalance SIGMA] "
+               "[--fences] [--smoke]\n");
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  moonep::Config c;
+  c.ranks = 8; c.experts = 256; c.topk = 8; c.tokens = 4096; c.copy_slots = 32; c.token_padding = 128;
+  int steps = 100;
+  double imbalance = 1.0;
+  bool sweep = false, fences = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc) {
+      steps = std::atoi(argv[++i]);
+    } else if (a == "--imbalance" && i + 1 < argc) {
+      imbalance = std::atof(argv[++i]);
+    } else if (a == "--sweep") {
+      sweep = true;
+    } else if (a == "--fences") {
+      fences = true;
+    } else if (a == "--smoke") {
+      c.ranks = 2; c.experts = 8; c.topk = 2; c.tokens = 64; c.copy_slots = 2; c.token_padding = 4;
+      steps = 3;
+    } else if (a == "--point" && i + 6 < argc) {
+      c.ranks = std::atoi(argv[++i]);
+      c.experts = std::atoi(argv[++i]);
+      c.topk = std::atoi(argv[++i]);
+      c.tokens = std::atoi(argv[++i]);
+      c.copy_slots = std::atoi(argv[++i]);
+      c.token_padding = std::atoi(argv[++i]);
+    } else {
+      usage();
+    }
+  }
+  if (steps < 1) usage();
+  const std::vector<Row> rows = measure_all(c, imbalance, steps);
+  print_table(c, imbalance, steps, rows, fences);
+  if (rows.empty() || rows[0].counts.launches == 0) {
+    std::fprintf(stderr, "portable_step_bench: no kernel launch was counted (Kokkos Tools callbacks not called)\n");
+    return 1;
+  }
+  if (sweep) {
+    std::printf("\nS sweep (us/step; per 1k tokens in brackets, flat when linear in S)\n");
+    std::printf("  %6s", "S");
+    for (const Row& r : rows) std::printf("  %24s", (r.path + " " + r.form).c_str());
+    std::printf("\n");
+    for (int S = 512; S <= 16384; S *= 2) {
+      moonep::Config s = c;
+      s.tokens = S;
+      const std::vector<Row> at = measure_all(s, imbalance, steps);
+      std::printf("  %6d", S);
+      for (const Row& r : at) std::printf("  %12.1f [%9.2f]", r.us_per_step, r.us_per_step * 1000.0 / S);
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
