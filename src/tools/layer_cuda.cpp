@@ -2,10 +2,14 @@
 // moonep-layer --backend cuda: the step on the current CUDA device, every
 // rank a virtual rank of one moonep::cuda::VirtualRankPlanner, applied by
 // moonep::cuda::VirtualRankLayer (moonep/cuda_layer.hpp) with identity
-// experts (y = recv), in float, double or bfloat16. Its files are
-// bit-identical to the reference backend's: the same plan (the planners
-// agree) and the same order of every sum. Compiled only when MoonEP has
-// CUDA (layer_cuda_unavailable.cpp otherwise).
+// experts (y = recv), in float, double or bfloat16: its files are
+// bit-identical to the reference backend's (the same plan, the planners
+// agree, and the same order of every sum). With --experts, by
+// moonep::cuda::VirtualRankMoeLayer (moonep/cuda_moe_layer.hpp: fetch,
+// dispatch, one cuBLAS GEMM per group, combine, and the backward down to
+// reduce): the GEMMs sum in cuBLAS's order, so only exact data gives the
+// reference's bits. Compiled only when MoonEP has CUDA
+// (layer_cuda_unavailable.cpp otherwise).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include "layer_run.hpp"
 #include "moonep/bf16.hpp"
 #include "moonep/cuda_layer.hpp"
+#include "moonep/cuda_moe_layer.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/error.hpp"
 
@@ -70,6 +75,35 @@ cuda::Element element_of(LayerDtype d) {
                                   : (d == LayerDtype::bfloat16 ? cuda::Element::bf16 : cuda::Element::f32);
 }
 
+// The linear layer (--experts) on the planned step: M [E][H][H'] is every
+// rank's P [epn][Q] back to back (expert e at e*Q).
+template <class T>
+LayerResults linear(const LayerInputs& in, LayerDtype dtype, const cuda::VirtualRankPlanner& planner) {
+  using W = weight_t<T>;
+  const Config& c = in.problem.config;
+  const std::int64_t R = c.ranks, S = c.tokens, K = c.topk, H = in.hidden, O = in.hidden_out, nvs = c.slots();
+  cuda::VirtualRankMoeLayer layer(planner, in.hidden, in.hidden_out, element_of(dtype), in.grad_out != nullptr);
+  DeviceArray<T> x(flat<T>(in.x.values)), m(flat<T>(in.experts->values)), out(static_cast<std::size_t>(R * S * O));
+  DeviceArray<W> w(flat<W>(in.w.values));
+  layer.forward(x.p, w.p, m.p, out.p, nullptr);
+  LayerResults res;
+  if (in.grad_out) {
+    DeviceArray<T> g(flat<T>(in.grad_out->values)), gx(static_cast<std::size_t>(R * S * H)), gm(m.n);
+    DeviceArray<W> gw(static_cast<std::size_t>(R * S * K));
+    layer.backward(g.p, m.p, gx.p, gw.p, gm.p, nullptr);
+    ok(cudaDeviceSynchronize(), "running the backward");
+    res.grad_x = values_of(gx.get());
+    res.grad_w = values_of(gw.get());
+    res.grad_experts = values_of(gm.get());
+  }
+  ok(cudaDeviceSynchronize(), "running the step");
+  res.out = values_of(out.get());
+  std::vector<T> recv(static_cast<std::size_t>(R * nvs * H));
+  ok(cudaMemcpy(recv.data(), layer.recv(), recv.size() * sizeof(T), cudaMemcpyDeviceToHost), "copying recv");
+  res.recv = values_of(recv);
+  return res;
+}
+
 template <class T>
 LayerResults compute(const LayerInputs& in, LayerDtype dtype) {
   using W = weight_t<T>;
@@ -100,6 +134,7 @@ LayerResults compute(const LayerInputs& in, LayerDtype dtype) {
   }
   planner.plan(routing.data(), p.tokens_per_expert ? tpe.data() : nullptr, nullptr, counts, lengths.data());
   planner.check(nullptr);  // the problem was validated when read; this surfaces anything else
+  if (in.experts) return linear<T>(in, dtype, planner);
 
   cuda::VirtualRankLayer layer(planner, in.hidden, element_of(dtype));
   DeviceArray<T> x(flat<T>(in.x.values)), recv(static_cast<std::size_t>(R * nvs * H)),
@@ -127,8 +162,6 @@ LayerResults compute(const LayerInputs& in, LayerDtype dtype) {
 }  // namespace
 
 LayerResults cuda_layer(const LayerInputs& in, LayerDtype dtype) {
-  if (in.experts)
-    throw InputError("--backend cuda: linear experts (--experts) run on --backend reference or portable in this build");
   std::string why;
   if (!cuda::device_available(&why)) throw RuntimeError("--backend cuda: " + why);
   switch (dtype) {

@@ -62,7 +62,7 @@ std::string layer_usage() {
          "                       portable (the Kokkos planner and layer on Kokkos' default\n"
          "                       execution space; float or double) or cuda (a build with\n"
          "                       CUDA: every rank a virtual rank on the current GPU, the\n"
-         "                       CUDA planner and layer; identity experts; any --dtype)\n"
+         "                       CUDA planner and layer, cuBLAS GEMMs; any --dtype)\n"
          "  --world NAME         inprocess (default: every rank in this process) or mpi (under\n"
          "                       mpirun -np R: one process per rank, each reading its rank's\n"
          "                       rows; rank 0 writes the files; the MPI world is\n"

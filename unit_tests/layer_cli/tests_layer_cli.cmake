@@ -66,7 +66,7 @@ moonep_layer_cli_test(grad_alone MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--g
 if(MoonEP_HAVE_CUDA)
   # The CUDA backend (VirtualRankPlanner and VirtualRankLayer) against the
   # same direct layer, bit for bit: every element type, fine data, ragged,
-  # R = 1, and the refusal of linear experts it does not run.
+  # R = 1 (its linear layer: below).
   foreach(dtype float double bf16)
     moonep_layer_cli_test(cuda_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--backend|cuda|--dtype|${dtype}"
       CHECK ${dtype} NEEDS_GPU)
@@ -93,24 +93,33 @@ moonep_layer_cli_test(output_directory MAKE ${_step} EXPECT_RC 1
   EXPECT_STDERR "grad-x file" ABSENT "@W@/recv.npy|@W@/gw.npy")
 
 # Linear experts (--experts M.npy, H' = 3): out, gx, gw and every expert's
-# gradient against the direct linear layer, on exact data, both backends.
+# gradient against the direct linear layer, on exact data, every backend
+# (cuda: VirtualRankMoeLayer, its cuBLAS GEMMs exact on this data too).
 set(_lin "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy|--grad-experts|@W@/gM.npy")
-foreach(backend reference portable)
+set(_linear_backends reference portable)
+if(MoonEP_HAVE_CUDA)
+  list(APPEND _linear_backends cuda)
+endif()
+foreach(backend IN LISTS _linear_backends)
+  set(_gpu "")
+  if(backend STREQUAL "cuda")
+    set(_gpu NEEDS_GPU)
+  endif()
   foreach(dtype float double)
     moonep_layer_cli_test(linear_${backend}_${dtype} MAKE "${_step}|linear" ARGS "${_lin}|--backend|${backend}|--dtype|${dtype}"
-      CHECK ${dtype})
+      CHECK ${dtype} ${_gpu})
   endforeach()
   moonep_layer_cli_test(linear_${backend}_ragged MAKE "${_step}|linear-ragged" ARGS "${_lin}|--backend|${backend}"
-    CHECK float)
+    CHECK float ${_gpu})
   # B = 2 < epn = 4, every remote expert still copied.
   moonep_layer_cli_test(linear_${backend}_small_b MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}|--backend|${backend}"
-    CHECK float)
+    CHECK float ${_gpu})
   moonep_layer_cli_test(linear_${backend}_one_rank MAKE "1|4|3|9|1|2|3|5|linear" ARGS "${_lin}|--backend|${backend}"
-    CHECK float)
+    CHECK float ${_gpu})
   # B = 1 < epn = 8: rank 1 would run expert 25, which it holds no copy of.
   moonep_layer_cli_test(linear_${backend}_uncopied MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2
     ARGS "${_lin}|--backend|${backend}" EXPECT_STDERR "rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
-    ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
+    ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy" ${_gpu})
 endforeach()
 moonep_layer_cli_test(experts_shape MAKE "${_step}|linear" EXPECT_RC 2
   ARGS "${_in}|--output|@W@/out.npy|--experts|@W@/x.npy"
