@@ -28,8 +28,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "graph_timing.hpp"
 #include "moonep/cuda_layer.hpp"
 #include "moonep/cuda_planner.hpp"
 #include "moonep/gpu_world.hpp"
@@ -45,39 +47,13 @@ void ok(cudaError_t e, const char* what) {
   }
 }
 
-// Median over rounds of the time per replay of `graph` (ms).
+// The shared graph helpers (graph_timing.hpp), ending the bench on a CUDA error.
 double time_graph(cudaGraphExec_t graph, cudaStream_t stream, int reps) {
-  cudaEvent_t a, b;
-  ok(cudaEventCreate(&a), "cudaEventCreate");
-  ok(cudaEventCreate(&b), "cudaEventCreate");
-  ok(cudaGraphLaunch(graph, stream), "warm-up");
-  ok(cudaStreamSynchronize(stream), "warm-up");
-  std::vector<double> rounds;
-  for (int round = 0; round < 5; ++round) {
-    ok(cudaEventRecord(a, stream), "cudaEventRecord");
-    for (int i = 0; i < reps; ++i) ok(cudaGraphLaunch(graph, stream), "cudaGraphLaunch");
-    ok(cudaEventRecord(b, stream), "cudaEventRecord");
-    ok(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    ok(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    rounds.push_back(ms / reps);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
+  return moonep::bench::time_graph([](cudaError_t e, const char* w) { ok(e, w); }, graph, stream, reps);
 }
-
 template <class F>
 cudaGraphExec_t capture(cudaStream_t stream, F&& body) {
-  cudaGraph_t g;
-  ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-  body();
-  ok(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
-  cudaGraphExec_t e;
-  ok(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate");
-  cudaGraphDestroy(g);
-  return e;
+  return moonep::bench::capture([](cudaError_t e, const char* w) { ok(e, w); }, stream, std::forward<F>(body));
 }
 
 }  // namespace

@@ -25,12 +25,14 @@
 #include "moonep/cuda_layer.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/reference.hpp"
+#include "support/cuda_layer_support.hpp"
 #include "support/cuda_test_support.hpp"
 #include "support/ragged_steps.hpp"
 #include "support/soak_problem.hpp"
 
 namespace {
 
+using namespace cuda_layer_test;
 using moonep::Config;
 using moonep::PerRank;
 using moonep::Routing;
@@ -39,50 +41,6 @@ using moonep::cuda::Element;
 using moonep::cuda::VirtualRankLayer;
 using moonep::cuda::VirtualRankPlanner;
 using moonep::test::cuda_ok;
-
-template <class T>
-Element element_of();
-template <>
-Element element_of<float>() { return Element::f32; }
-template <>
-Element element_of<double>() { return Element::f64; }
-template <>
-Element element_of<moonep::bf16>() { return Element::bf16; }
-
-template <class T>
-T value(double v) { return static_cast<T>(v); }
-template <>
-moonep::bf16 value<moonep::bf16>(double v) { return moonep::bf16(static_cast<float>(v)); }
-
-template <class T>
-T nan_value() { return value<T>(std::numeric_limits<double>::quiet_NaN()); }
-
-// Same bits (a NaN equals a NaN of the same bits).
-template <class T>
-bool same_bits(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
-
-template <class V>
-struct DeviceArray {
-  V* p = nullptr;
-  std::size_t n = 0;
-  explicit DeviceArray(const std::vector<V>& host) : n(host.size()) {
-    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(V) + 16));
-    cuda_ok(cudaMemcpy(p, host.data(), n * sizeof(V), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(p); }
-  std::vector<V> get() const {
-    std::vector<V> h(n);
-    cuda_ok(cudaMemcpy(h.data(), p, n * sizeof(V), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
-
-template <class V>
-std::vector<V> flat(const PerRank<V>& a) {
-  std::vector<V> f;
-  for (const auto& r : a) f.insert(f.end(), r.begin(), r.end());
-  return f;
-}
 
 // Elements that differ in their bits.
 template <class V>

@@ -31,11 +31,13 @@
 #include "moonep/gpu_world_layer.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/reference.hpp"
+#include "support/cuda_layer_support.hpp"
 #include "support/cuda_test_support.hpp"
 #include "support/ragged_steps.hpp"
 
 namespace {
 
+using namespace cuda_layer_test;
 using moonep::Config;
 using moonep::PerRank;
 using moonep::Routing;
@@ -44,26 +46,6 @@ using moonep::cuda::Element;
 using moonep::cuda::GpuWorld;
 using moonep::cuda::GpuWorldLayer;
 using moonep::test::cuda_ok;
-
-template <class T>
-Element element_of();
-template <>
-Element element_of<float>() { return Element::f32; }
-template <>
-Element element_of<double>() { return Element::f64; }
-template <>
-Element element_of<moonep::bf16>() { return Element::bf16; }
-
-template <class T>
-T value(double v) { return static_cast<T>(v); }
-template <>
-moonep::bf16 value<moonep::bf16>(double v) { return moonep::bf16(static_cast<float>(v)); }
-
-template <class T>
-T nan_value() { return value<T>(std::numeric_limits<double>::quiet_NaN()); }
-
-template <class T>
-bool same_bits(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
 
 std::vector<int> on_device_zero(int ranks) { return std::vector<int>(static_cast<std::size_t>(ranks), 0); }
 

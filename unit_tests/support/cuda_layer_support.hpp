@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// Test support for the CUDA layer's tests (test_cuda_expert_copies,
-// test_cuda_moe_layer): a layer_test::Step (support/layer_cases.hpp)
+// Test support for the CUDA layer's tests (test_cuda_layer,
+// test_gpu_world_layer, test_cuda_expert_copies, test_cuda_moe_layer): a
+// layer_test::Step (support/layer_cases.hpp)
 // planned by a VirtualRankPlanner, rank-major device arrays made from
-// PerRank host buffers, and the Element of each host type.
+// PerRank host buffers, the Element of each host type, values and NaNs of
+// each, and bitwise comparison.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -29,6 +32,17 @@ template <>
 inline Element element_of<double>() { return Element::f64; }
 template <>
 inline Element element_of<moonep::bf16>() { return Element::bf16; }
+
+// A double as T (bf16: rounded to nearest even), and T's quiet NaN.
+template <class T>
+T value(double v) { return static_cast<T>(v); }
+template <>
+inline moonep::bf16 value<moonep::bf16>(double v) { return moonep::bf16(static_cast<float>(v)); }
+template <class T>
+T nan_value() { return value<T>(std::numeric_limits<double>::quiet_NaN()); }
+
+// The same bits (a NaN equals a NaN of the same bits): layer_cases.hpp's.
+using layer_test::same_bits;
 
 // n values on the device (16 spare bytes, so a kernel that overran by a
 // piece would show under compute-sanitizer rather than corrupt the heap).

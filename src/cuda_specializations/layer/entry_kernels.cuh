@@ -26,30 +26,13 @@ __device__ __forceinline__ i64 entry_slot(const LayerParams& p, int r, i64 i) {
 // whole row; the threads of a token read the same g).
 template <class T>
 __global__ void entry_dots(LayerParams p, const T* g, const T* y, typename Arith<T>::A* gw) {
-  using M = Arith<T>;
-  using A = typename M::A;
-  constexpr int V = 16 / sizeof(T);
   const i64 N = static_cast<i64>(p.S) * p.K;
   const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
   for (i64 u = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; u < p.R * N; u += stride) {
     const int r = static_cast<int>(u / N);
     const i64 i = u % N, c = entry_slot(p, r, i);
     if (c < 0) continue;
-    const T* gr = g + (static_cast<i64>(r) * p.S + i / p.K) * p.H;
-    const T* yr = y + c * p.H;
-    A acc = A(0);
-    if (p.vec16) {
-      for (i64 h0 = 0; h0 < p.H; h0 += V) {
-        T a[V], b[V];
-        load_piece(gr + h0, a);
-        load_piece(yr + h0, b);
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc = M::add(acc, M::mul(M::load(a, j), M::load(b, j)));
-      }
-    } else {
-      for (i64 h = 0; h < p.H; ++h) acc = M::add(acc, M::mul(M::load(gr, h), M::load(yr, h)));
-    }
-    gw[u] = acc;
+    gw[u] = dot_row(g + (static_cast<i64>(r) * p.S + i / p.K) * p.H, y + c * p.H, p.H, p.vec16);
   }
 }
 

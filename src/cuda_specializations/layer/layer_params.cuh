@@ -52,21 +52,29 @@ struct TokenEntry {
   __device__ bool valid() const { return slot >= 0; }
 };
 
+// Entry t*K + lane of a rank's dst (n_r entries) decoded; -1 slot when
+// lane >= K, the entry is past n_r or its destination is out of range.
+__device__ __forceinline__ TokenEntry decode_entry(const std::int32_t* dst, i64 n_r, int K, int R, int NvS, i64 t,
+                                                   int lane) {
+  TokenEntry e{-1, false, -1};
+  const i64 i = t * K + lane;
+  if (lane >= K || i >= n_r) return e;
+  const std::int32_t code = dst[i];
+  const i64 c = code >= 0 ? code : -static_cast<i64>(code) - 1;
+  if (c >= static_cast<i64>(R) * NvS) return e;
+  e.slot = c;
+  e.primary = code >= 0;
+  e.rank = static_cast<int>(c / NvS);
+  return e;
+}
+
 // Lane `lane` decodes entry `lane` of token t of rank r; `in_step` is
 // whether the token lies below the rank's count (the same for the warp).
 __device__ __forceinline__ TokenEntry token_entry(const LayerParams& p, int r, i64 t, int lane, bool* in_step) {
   const i64 N = static_cast<i64>(p.S) * p.K, n_r = *field(p.plan.entries, p, r);
   *in_step = t * p.K < n_r && n_r <= N;
-  TokenEntry e{-1, false, -1};
-  const i64 i = t * p.K + lane;
-  if (!*in_step || lane >= p.K || i >= n_r) return e;
-  const std::int32_t code = field(p.plan.dst, p, r)[i];
-  const i64 c = code >= 0 ? code : -static_cast<i64>(code) - 1;
-  if (c >= static_cast<i64>(p.R) * p.NvS) return e;
-  e.slot = c;
-  e.primary = code >= 0;
-  e.rank = static_cast<int>(c / p.NvS);
-  return e;
+  if (!*in_step) return TokenEntry{-1, false, -1};
+  return decode_entry(field(p.plan.dst, p, r), n_r, p.K, p.R, p.NvS, t, lane);
 }
 
 // Element conversions and arithmetic rounded step by step (no FMA).
@@ -107,6 +115,28 @@ template <class T, int V>
 __device__ __forceinline__ void store_piece(T* to, const T (&v)[V]) {
   static_assert(V * sizeof(T) == 16, "one 16-byte piece");
   *reinterpret_cast<int4*>(to) = *reinterpret_cast<const int4*>(v);
+}
+
+// <a, b> over one row of H elements: A(0), then + each product in
+// increasing h (the contract's serial order), 16-byte pieces when `vec16`.
+template <class T>
+__device__ __forceinline__ typename Arith<T>::A dot_row(const T* a, const T* b, i64 H, bool vec16) {
+  using M = Arith<T>;
+  using A = typename M::A;
+  constexpr int V = 16 / sizeof(T);
+  A acc = A(0);
+  if (vec16) {
+    for (i64 h0 = 0; h0 < H; h0 += V) {
+      T x[V], y[V];
+      load_piece(a + h0, x);
+      load_piece(b + h0, y);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc = M::add(acc, M::mul(M::load(x, j), M::load(y, j)));
+    }
+  } else {
+    for (i64 h = 0; h < H; ++h) acc = M::add(acc, M::mul(M::load(a, h), M::load(b, h)));
+  }
+  return acc;
 }
 
 inline int blocks_for(i64 warps) {

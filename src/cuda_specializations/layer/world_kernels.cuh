@@ -68,16 +68,7 @@ __device__ __forceinline__ i64 world_entries(const WorldParams& p) {
 // Entry `lane` of token t of this launch's (source) rank: slot in
 // 0..R*NvS-1, or -1 (past the count, lane >= K, destination out of range).
 __device__ __forceinline__ TokenEntry world_entry(const WorldParams& p, i64 n_r, i64 t, int lane) {
-  TokenEntry e{-1, false, -1};
-  const i64 i = t * p.K + lane;
-  if (lane >= p.K || i >= n_r) return e;
-  const std::int32_t code = p.plan.dst[i];
-  const i64 c = code >= 0 ? code : -static_cast<i64>(code) - 1;
-  if (c >= static_cast<i64>(p.R) * p.NvS) return e;
-  e.slot = c;
-  e.primary = code >= 0;
-  e.rank = static_cast<int>(c / p.NvS);
-  return e;
+  return decode_entry(p.plan.dst, n_r, p.K, p.R, p.NvS, t, lane);
 }
 
 // A warp copies one row of p.row_bytes; zeroes one.
@@ -424,30 +415,13 @@ __global__ void world_gather(WorldParams p, const T* y0, const typename Arith<T>
 // y[slot]>, A(0) + each product in increasing h.
 template <class T>
 __global__ void world_dots(WorldParams p, const T* g, const T* y0, typename Arith<T>::A* gw) {
-  using M = Arith<T>;
-  using A = typename M::A;
-  constexpr int V = 16 / sizeof(T);
   const i64 n_r = world_entries(p);
   const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
   for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_r; i += stride) {
     const std::int32_t code = p.plan.dst[i];
     const i64 c = code >= 0 ? code : -static_cast<i64>(code) - 1;
     if (c >= static_cast<i64>(p.R) * p.NvS) continue;
-    const T* gr = g + (i / p.K) * p.H;
-    const T* yr = slot_at(y0, p, c, p.H);
-    A acc = A(0);
-    if (p.vec16) {
-      for (i64 h0 = 0; h0 < p.H; h0 += V) {
-        T a[V], b[V];
-        load_piece(gr + h0, a);
-        load_piece(yr + h0, b);
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc = M::add(acc, M::mul(M::load(a, j), M::load(b, j)));
-      }
-    } else {
-      for (i64 h = 0; h < p.H; ++h) acc = M::add(acc, M::mul(M::load(gr, h), M::load(yr, h)));
-    }
-    gw[i] = acc;
+    gw[i] = dot_row(g + (i / p.K) * p.H, slot_at(y0, p, c, p.H), p.H, p.vec16);
   }
 }
 
