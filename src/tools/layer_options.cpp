@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep-layer's command line; see layer_options.hpp. The reference,
 // portable and (in a build with CUDA) cuda backends on the in-process world,
-// and the MPI world, run the layer today: the GPU world is named (so that
-// scripts written for it get a clear answer) and refused.
+// the MPI world and (with CUDA) the GPU world run the layer.
 #include "layer_options.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -25,19 +26,14 @@ constexpr bool kLayerWithCuda = false;
   throw InputError(what + " (see moonep-layer --help)");
 }
 
-void not_yet(const std::string& option, const std::string& value) {
-  usage_error(option + " " + value + " is not available in this build of moonep-layer yet: the layer runs on "
-              "--backend reference, portable" +
-              std::string(kLayerWithCuda ? " or cuda" : "") + ", --world inprocess or mpi");
-}
-
 }  // namespace
 
 std::string layer_usage() {
   return "usage: moonep-layer --input problem.json --x x.npy --weights w.npy --output out.npy\n"
          "                    [--recv recv.npy] [--experts M.npy]\n"
          "                    [--grad-out g.npy --grad-x gx.npy --grad-weights gw.npy [--grad-experts gM.npy]]\n"
-         "                    [--backend reference|portable|cuda] [--world inprocess|mpi] [--dtype float|double|bf16]\n"
+         "                    [--backend reference|portable|cuda] [--world inprocess|mpi|gpu [--devices LIST]]\n"
+         "                    [--dtype float|double|bf16]\n"
          "\n"
          "Plans the problem's step, dispatches the token rows x, runs the experts\n"
          "(identity, y = recv, or linear, y = recv @ M_e, with their copies fetched)\n"
@@ -67,7 +63,12 @@ std::string layer_usage() {
          "                       mpirun -np R: one process per rank, each reading its rank's\n"
          "                       rows; rank 0 writes the files; the MPI world is\n"
          "                       $MOONEP_MPI_WORLD: auto, shared or rma; waits bounded by\n"
-         "                       $MOONEP_MPI_TIMEOUT)\n"
+         "                       $MOONEP_MPI_TIMEOUT), or gpu (a build with CUDA: rank r on\n"
+         "                       its own GPU, one process holding every rank: the GPU world's\n"
+         "                       planner and layer, slot buffers in its symmetric memory;\n"
+         "                       identity experts; any --dtype)\n"
+         "  --devices LIST       with --world gpu: rank r on the (r mod n)-th device of LIST\n"
+         "                       (comma-separated; default every visible GPU)\n"
          "  --help, --version\n"
          "\n"
          "Exit status: 0 done, 2 bad usage or input (one line on stderr, no file written),\n"
@@ -80,7 +81,7 @@ std::string layer_version() {
 #ifdef MOONEP_LAYER_WITH_MPI
          ", mpi"
 #endif
-         "\n";
+         + (kLayerWithCuda ? ", gpu" : "") + "\n";
 }
 
 LayerOptions parse_layer_options(int argc, char* argv[]) {
@@ -125,17 +126,32 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
       else if (value != "reference")
         usage_error("--backend: unknown backend '" + printable(value) + "' (reference, portable or cuda)");
     } else if (arg == "--world") {
-      if (value == "gpu") not_yet(arg, value);
+      if (value == "gpu" && !kLayerWithCuda)
+        usage_error("--world gpu is not available in this build of moonep-layer: MoonEP was built without CUDA");
       if (value == "mpi") o.world = LayerWorld::mpi;
+      else if (value == "gpu") o.world = LayerWorld::gpu;
       else if (value != "inprocess")
-        usage_error("--world: unknown world '" + printable(value) + "' (inprocess or mpi)");
-    } else {  // --devices: only the gpu world uses devices
-      usage_error("--devices is not available in this build of moonep-layer yet: it needs --world gpu");
+        usage_error("--world: unknown world '" + printable(value) + "' (inprocess, mpi or gpu)");
+    } else {  // --devices LIST: comma-separated device numbers
+      std::size_t at = 0;
+      while (at <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        const std::string item = value.substr(at, comma - at);
+        char* end = nullptr;
+        const long d = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || d < 0 || d > 1023)
+          usage_error("--devices: '" + printable(item) + "' is not a device number in 0..1023");
+        o.devices.push_back(static_cast<int>(d));
+        at = comma + 1;
+      }
     }
   }
   if (o.help || o.version) return o;
   if (o.world == LayerWorld::mpi && o.backend_given)
     usage_error("--world mpi runs its own layer (moonep::MpiLayer, on the host); leave out --backend");
+  if (o.world == LayerWorld::gpu && o.backend_given)
+    usage_error("--world gpu runs its own layer (moonep::cuda::GpuWorldLayer); leave out --backend");
+  if (!o.devices.empty() && o.world != LayerWorld::gpu) usage_error("--devices is for --world gpu");
   if (o.backend == LayerBackend::portable && o.dtype == LayerDtype::bfloat16)
     usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
   for (const char* required : {"--input", "--x", "--weights", "--output"})

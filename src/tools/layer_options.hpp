@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace moonep::tools {
 
@@ -13,8 +14,10 @@ enum class LayerDtype { float32, float64, bfloat16 };
 // current GPU (a build with CUDA).
 enum class LayerBackend { reference, portable, cuda };
 // inprocess: every rank in this process; mpi: one MPI process per rank
-// (moonep::MpiLayer, planned by the portable Planner over an MPI world).
-enum class LayerWorld { inprocess, mpi };
+// (moonep::MpiLayer, planned by the portable Planner over an MPI world);
+// gpu: a rank per GPU, one moonep::cuda::GpuWorld held by this process and
+// moonep::cuda::GpuWorldLayer (a build with CUDA).
+enum class LayerWorld { inprocess, mpi, gpu };
 
 struct LayerOptions {
   bool help = false;
@@ -33,6 +36,7 @@ struct LayerOptions {
   LayerBackend backend = LayerBackend::reference;
   bool backend_given = false;
   LayerWorld world = LayerWorld::inprocess;
+  std::vector<int> devices;  // --devices with --world gpu: rank r on devices[r mod n]; empty: every visible GPU
 };
 
 // Parses argv[1..argc). Throws InputError (exit 2) naming the option: an

@@ -145,9 +145,10 @@ void run_layer(const LayerOptions& o) {
   const LayerFiles f = read_layer_files(o);
   const LayerInputs in{f.problem, f.x, f.hidden, f.w, o.grad_out.empty() ? nullptr : &f.grad_out,
                        o.experts.empty() ? nullptr : &f.experts, f.hidden_out};
-  const LayerResults res = o.backend == LayerBackend::portable ? portable_layer(in, o.dtype)
-                           : o.backend == LayerBackend::cuda   ? cuda_layer(in, o.dtype)
-                                                               : reference_layer(in, o.dtype);
+  const LayerResults res = o.world == LayerWorld::gpu             ? gpu_world_layer(in, o.dtype, o.devices)
+                           : o.backend == LayerBackend::portable ? portable_layer(in, o.dtype)
+                           : o.backend == LayerBackend::cuda     ? cuda_layer(in, o.dtype)
+                                                                 : reference_layer(in, o.dtype);
   write_layer_files(o, f, res);
 }
 

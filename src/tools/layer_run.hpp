@@ -67,5 +67,8 @@ template <class T>
 LayerResults reference_linear_layer(const LayerInputs& in);
 LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype);   // layer_portable.cpp
 LayerResults cuda_layer(const LayerInputs& in, LayerDtype dtype);       // layer_cuda.cpp
+// --world gpu (layer_gpu_world.cpp): rank r on devices[r mod n] (empty:
+// every visible GPU), identity experts.
+LayerResults gpu_world_layer(const LayerInputs& in, LayerDtype dtype, const std::vector<int>& devices);
 
 }  // namespace moonep::tools

@@ -79,8 +79,26 @@ else()
 endif()
 moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
   EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
-moonep_layer_cli_test(world_gpu MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu"
-  EXPECT_STDERR "--world gpu is not available in this build of moonep-layer yet")
+if(MoonEP_HAVE_CUDA)
+  # The GPU world (GpuWorld and GpuWorldLayer, every rank on device 0)
+  # against the same direct layer, bit for bit.
+  foreach(dtype float double bf16)
+    moonep_layer_cli_test(gpu_world_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--world|gpu|--devices|0|--dtype|${dtype}"
+      CHECK ${dtype} NEEDS_GPU)
+  endforeach()
+  moonep_layer_cli_test(gpu_world_ragged MAKE "${_step}|ragged" ARGS "${_all}|--world|gpu|--devices|0" CHECK float NEEDS_GPU)
+  moonep_layer_cli_test(gpu_world_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--world|gpu|--devices|0" CHECK float
+    NEEDS_GPU)
+  moonep_layer_cli_test(gpu_world_backend MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu|--backend|cuda"
+    EXPECT_STDERR "--world gpu runs its own layer (moonep::cuda::GpuWorldLayer); leave out --backend")
+  moonep_layer_cli_test(gpu_world_bad_device MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu|--devices|0,x"
+    EXPECT_STDERR "--devices: 'x' is not a device number in 0..1023")
+else()
+  moonep_layer_cli_test(world_gpu MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--world|gpu"
+    EXPECT_STDERR "--world gpu is not available in this build of moonep-layer: MoonEP was built without CUDA")
+endif()
+moonep_layer_cli_test(devices_without_gpu_world MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--devices|0"
+  EXPECT_STDERR "--devices is for --world gpu")
 moonep_layer_cli_test(dtype_unknown MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--dtype|half"
   EXPECT_STDERR "--dtype: unknown type 'half' (float, double or bf16)")
 moonep_layer_cli_test(missing_output MAKE ${_step} EXPECT_RC 2 ARGS "${_in}" EXPECT_STDERR "missing --output")
