@@ -18,7 +18,11 @@
 // destination: no packing or unpacking timed), the floor a
 // message-passing dispatch starts from. GB/s: those rows' bytes over the
 // time. Dispatch includes its epilogue (duplicates' rows at the
-// destination), combine its prologue and the sources' sums.
+// destination), combine its prologue and the sources' sums. A second
+// MPI_Alltoallv moves what dispatch produces: every filled slot's row
+// (duplicates included, as a message-passing dispatch without the plan's
+// dedup sends them; the bytes the GPU benches' rates count); the table
+// prints both, and dispatch's and combine's time over each.
 #include <mpi.h>
 
 #include <algorithm>
@@ -109,6 +113,10 @@ int main(int argc, char** argv) {
     std::vector<int> send_counts(static_cast<std::size_t>(np), 0), recv_counts(static_cast<std::size_t>(np), 0);
     std::vector<int> sdispl(static_cast<std::size_t>(np), 0), rdispl(static_cast<std::size_t>(np), 0);
     long long rows_all = 0;
+    // Every filled slot's row, by source rank (from this rank's src_info).
+    std::vector<int> slot_send(static_cast<std::size_t>(np), 0), slot_recv(static_cast<std::size_t>(np), 0);
+    long long slot_rows_all = 0;
+    double td_all[2] = {0, 0}, tc_all[2] = {0, 0};
     if (rank == 0)
       std::printf("%-10s %3s %5s %3s %6s %5s | %-9s %10s %10s %8s\n", "world", "np", "E", "K", "S", "H", "op",
                   "rows", "median us", "GB/s");
@@ -127,6 +135,13 @@ int main(int argc, char** argv) {
             send_counts[static_cast<std::size_t>(plan.dst[i] / nvs)] += static_cast<int>(H);
           }
         MPI_Allreduce(&mine, &rows_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        long long filled = 0;
+        for (std::int64_t l = 0; l < plan.src_info_len; ++l)
+          if (plan.src_info[l] >= 0) {
+            ++filled;
+            slot_recv[static_cast<std::size_t>(plan.src_info[l] / nvs)] += static_cast<int>(H);
+          }
+        MPI_Allreduce(&filled, &slot_rows_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
       }
       moonep::MpiLayer<float> layer(*world, c, o.hidden);
       Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> x("x", S, H), out("out", S, H);
@@ -136,6 +151,8 @@ int main(int argc, char** argv) {
       const double td = median_seconds(o.steps, [&] { layer.dispatch(plan, x, w); });
       const double tc = median_seconds(o.steps, [&] { layer.combine(plan, layer.recv(), out); });
       const double bytes = static_cast<double>(rows_all) * H * sizeof(float);
+      td_all[world_name[0] == 'r'] = td;
+      tc_all[world_name[0] == 'r'] = tc;
       if (rank == 0) {
         std::printf("%-10s %3d %5d %3d %6d %5d | %-9s %10lld %10.1f %8.2f\n", world_name, np, c.experts, c.topk,
                     c.tokens, o.hidden, "dispatch", rows_all, td * 1e6, bytes / td / 1e9);
@@ -143,22 +160,36 @@ int main(int argc, char** argv) {
                     c.tokens, o.hidden, "combine", rows_all, tc * 1e6, bytes / tc / 1e9);
       }
     }
-    // MPI_Alltoallv of the same rows (packed by destination beforehand).
-    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    for (int r = 1; r < np; ++r) {
-      sdispl[r] = sdispl[r - 1] + send_counts[r - 1];
-      rdispl[r] = rdispl[r - 1] + recv_counts[r - 1];
+    // MPI_Alltoallv of the same rows (packed by destination beforehand);
+    // then of every filled slot's row.
+    MPI_Alltoall(slot_recv.data(), 1, MPI_INT, slot_send.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    double ta[2] = {0, 0};
+    for (int which = 0; which < 2; ++which) {
+      std::vector<int>& sc = which == 0 ? send_counts : slot_send;
+      std::vector<int>& rc = which == 0 ? recv_counts : slot_recv;
+      if (which == 0) MPI_Alltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, MPI_COMM_WORLD);
+      for (int r = 1; r < np; ++r) {
+        sdispl[r] = sdispl[r - 1] + sc[r - 1];
+        rdispl[r] = rdispl[r - 1] + rc[r - 1];
+      }
+      std::vector<float> sendbuf(static_cast<std::size_t>(sdispl[np - 1] + sc[np - 1]), 0.5f);
+      std::vector<float> recvbuf(static_cast<std::size_t>(rdispl[np - 1] + rc[np - 1]));
+      ta[which] = median_seconds(o.steps, [&] {
+        MPI_Alltoallv(sendbuf.data(), sc.data(), sdispl.data(), MPI_FLOAT, recvbuf.data(), rc.data(), rdispl.data(),
+                      MPI_FLOAT, MPI_COMM_WORLD);
+      });
+      const long long rows = which == 0 ? rows_all : slot_rows_all;
+      if (rank == 0)
+        std::printf("%-10s %3d %5d %3d %6d %5d | %-9s %10lld %10.1f %8.2f\n", "alltoallv", np, c.experts, c.topk,
+                    c.tokens, o.hidden, which == 0 ? "rows" : "slot rows", rows, ta[which] * 1e6,
+                    static_cast<double>(rows) * H * sizeof(float) / ta[which] / 1e9);
     }
-    std::vector<float> sendbuf(static_cast<std::size_t>(sdispl[np - 1] + send_counts[np - 1]), 0.5f);
-    std::vector<float> recvbuf(static_cast<std::size_t>(rdispl[np - 1] + recv_counts[np - 1]));
-    const double ta = median_seconds(o.steps, [&] {
-      MPI_Alltoallv(sendbuf.data(), send_counts.data(), sdispl.data(), MPI_FLOAT, recvbuf.data(), recv_counts.data(),
-                    rdispl.data(), MPI_FLOAT, MPI_COMM_WORLD);
-    });
-    if (rank == 0)
-      std::printf("%-10s %3d %5d %3d %6d %5d | %-9s %10lld %10.1f %8.2f\n", "alltoallv", np, c.experts, c.topk,
-                  c.tokens, o.hidden, "rows", rows_all, ta * 1e6,
-                  static_cast<double>(rows_all) * H * sizeof(float) / ta / 1e9);
+    if (rank == 0) {
+      std::printf("time over MPI_Alltoallv of the rows / of the slot rows:\n");
+      for (int wk = 0; wk < 2; ++wk)
+        std::printf("  %-6s dispatch %5.2f / %5.2f   combine %5.2f / %5.2f\n", wk == 0 ? "shared" : "rma",
+                    td_all[wk] / ta[0], td_all[wk] / ta[1], tc_all[wk] / ta[0], tc_all[wk] / ta[1]);
+    }
   }
   Kokkos::finalize();
   MPI_Finalize();
