@@ -39,6 +39,7 @@
 #include "moonep/error.hpp"
 #include "moonep/impl/exact_arith.hpp"
 #include "moonep/impl/in_process_plan_check.hpp"
+#include "moonep/impl/layer_concept.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/planner.hpp"
 
@@ -66,6 +67,7 @@ class InProcessLayer {
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
+  using element_type = T;
   using weight_type = weight_t<T>;
   using accum_type = accum_t<T>;
   // [R][rows][H]: x and out (rows S), recv and y (rows NvS).
@@ -353,5 +355,11 @@ class InProcessLayer {
   ExecutionSpace exec_;
   Kokkos::View<accum_type***, Kokkos::LayoutRight, memory_space> partial_;
 };
+
+// The layer interface every view-based layer offers (caller's receive
+// buffers), for each element type.
+MOONEP_ASSERT_LAYER(InProcessLayer<float, Kokkos::DefaultHostExecutionSpace>);
+MOONEP_ASSERT_LAYER(InProcessLayer<double, Kokkos::DefaultExecutionSpace>);
+MOONEP_ASSERT_LAYER(InProcessLayer<bf16, Kokkos::DefaultExecutionSpace>);
 
 }  // namespace moonep
