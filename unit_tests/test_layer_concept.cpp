@@ -18,7 +18,9 @@
 #include "moonep/mpi_layer.hpp"
 #endif
 
-namespace {
+// Named, not anonymous: the fakes' members are never called, and nvcc
+// warns of unreferenced functions with internal linkage.
+namespace layer_concept_test {
 
 using namespace moonep;
 using namespace moonep::impl::layer_concept;
@@ -135,7 +137,9 @@ constexpr bool in_process_layers() {
 constexpr bool every_in_process_layer = true MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_IN_PROCESS_LAYERS);
 #undef MOONEP_TEST_IN_PROCESS_LAYERS
 
-}  // namespace
+}  // namespace layer_concept_test
+
+using namespace layer_concept_test;
 
 TEST_CASE("the layer interface accepts every view-based layer of this build", "[concept]") {
   STATIC_REQUIRE(all_parts<CallerBuffers<float>>());
