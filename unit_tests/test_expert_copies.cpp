@@ -24,16 +24,16 @@ namespace {
 constexpr int kParams = 5;
 
 template <class T, class P>
-void copies_case(const std::string& name, const Step& s) {
+void copies_case(const std::string& name, const Step& s, Values values) {
   using Exec = typename P::execution_space;
   using Mem = typename P::memory_space;
-  INFO(name);
+  INFO(name << (values == Values::exact ? ", exact data" : ", random data"));
   const Config& c = s.c;
   const int epn = c.experts_per_rank(), B = c.copy_slots;
   moonep::InProcessWorld<Mem> world(c.ranks);
   P planner(c, world);
   REQUIRE(plan_step(planner, s) == "");
-  Draw draw(Values::random, 17);
+  Draw draw(values, 17);
   const std::vector<std::int32_t> all_e(c.ranks, epn), all_b(c.ranks, B);
   const PerRank<T> own = rows_of<T>(c, epn, kParams, all_e, draw);
   PerRank<T> copies = filled<T>(c, B * kParams, kSentinel);
@@ -61,11 +61,12 @@ TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce match the reference bit f
   std::vector<std::pair<std::string, Step>> steps = layer_steps();
   steps.emplace_back("copied to every rank", copy_everywhere_step());
   steps.emplace_back("B < epn copying everything", synthetic_step(Config{4, 16, 3, 12, 2, 2}, 0.5, 22, false));
-  for (const auto& [name, step] : steps) {
-    copies_case<float, TestType>(name, step);
-    copies_case<double, TestType>(name, step);
-    copies_case<moonep::bf16, TestType>(name, step);
-  }
+  for (const auto& [name, step] : steps)
+    for (const Values v : {Values::exact, Values::random}) {
+      copies_case<float, TestType>(name, step, v);
+      copies_case<double, TestType>(name, step, v);
+      copies_case<moonep::bf16, TestType>(name, step, v);
+    }
 }
 
 TEMPLATE_LIST_TEST_CASE("the portable reduce adds in increasing rank, then slot", "[layer][portable]",
