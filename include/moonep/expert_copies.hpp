@@ -8,8 +8,8 @@
 // Parameters are Q values per expert, of the layer's element type:
 // P [R][epn][Q] (rank h's own experts, P_h[j] = expert h*epn + j) and
 // copies [R][B][Q]; T is float, double or moonep::bf16 (copies move as
-// bits, reduce sums in accum_t<T> and rounds once). Views in, views out, one execution space instance;
-// nothing is allocated per step and the kernels are enqueued without a
+// bits, reduce sums in accum_t<T> and rounds once). Views in, views out,
+// one execution space instance; nothing is allocated per step and the kernels are enqueued without a
 // fence, with one exception that must stay true of every path: a plan
 // whose rank would run a remote expert that is not copied is refused
 // before anything moves, and only a configuration with B < epn can hold

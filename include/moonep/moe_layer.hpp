@@ -17,8 +17,9 @@
 // so the layer fences its instance around them); otherwise, or with
 // GemmKind::portable, a simple Kokkos kernel per group on the instance,
 // accumulating in accum_t<T> (bfloat16, moonep::bf16, always takes this
-// kernel: float sums, one rounding to bf16). Either way every GEMM value is one rounding
-// of a sum in T's accumulation type; only the summation order may differ.
+// kernel: float sums, one rounding to bf16). Either way every GEMM value is
+// one rounding of a sum in T's accumulation type; only the summation order
+// may differ.
 //
 // What must stay true: the GEMMs are launched from the host, so each step
 // reads the plan's group sizes (cu_seqlens, R*(E+B) values) on the host into
