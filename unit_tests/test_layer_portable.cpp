@@ -172,8 +172,9 @@ TEMPLATE_LIST_TEST_CASE("the portable bf16 combine rounds once, to nearest even,
   // {1, 2^-9, 2^-9, 2^-9} by token: the float sums 1 + 2^-8 and 1 + 3*2^-8
   // are ties (to even: 1 and 1 + 2^-6; truncation would give 1 + 2^-7 for
   // the second) and 1 + 3*2^-9 rounds up to 1 + 2^-7 only when summed in
-  // float and rounded once (any partial rounded to bf16 loses a 2^-9). One
-  // token's row is NaN: its out is NaN, the others' unaffected.
+  // float and rounded once (a sum rounded to bf16 after each addition stays
+  // 1: 1 + 2^-9 is below the middle). One token's row is NaN: its out is
+  // NaN, the others' unaffected.
   using Exec = typename TestType::execution_space;
   using Mem = typename TestType::memory_space;
   using moonep::bf16;
