@@ -15,7 +15,10 @@
 #                       CUDA specialization: every test_portable_* binary
 #                       (Planner<Kokkos::Cuda> on both paths), the planner
 #                       interface's checks, the layer's portable path
-#                       (test_layer_portable),
+#                       (test_layer_portable, test_expert_copies,
+#                       test_moe_layer, test_layer_concept; float, double
+#                       and bf16), moonep-layer with its CLI tests' file
+#                       maker and checker (layer_cli_files),
 #                       test_gpu_world_planner (over a GPU world), host_sweep
 #                       (portable phases against the specialization),
 #                       portable_step_bench (the portable step back to back,
@@ -104,7 +107,8 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
     ktargets+=("$t")
   done
-  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable host_sweep portable_step_bench moonep-plan)
+  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable test_expert_copies test_moe_layer
+             test_layer_concept host_sweep portable_step_bench moonep-plan moonep-layer layer_cli_files)
   cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else

@@ -10,7 +10,9 @@
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
 # every test_portable_* binary (Planner<Kokkos::Cuda> on the portable phases
 # and on the CUDA specialization), test_gpu_world_planner (over a GPU
-# world), memcheck of the bad-input test on both
+# world), the portable layer's tests (test_layer_portable, test_expert_copies,
+# test_moe_layer, test_layer_concept) and moonep-layer --backend portable
+# in float, double and bf16, memcheck of the bad-input test on both
 # paths, host_sweep's portable phases against the specialization at S=512,
 # 4096, 8192, portable_step_bench (the portable step back to back, launches
 # and fences per step, S 512..16384)
@@ -174,7 +176,8 @@ K=$HERE/kokkos-cuda
 if [ -d "$K" ]; then
   export LD_LIBRARY_PATH="$K/lib:$LD_LIBRARY_PATH"
   for t in "$K"/bin/test_portable_* "$K"/bin/test_gpu_world_planner "$K"/bin/test_planner_concept \
-           "$K"/bin/test_layer_portable; do
+           "$K"/bin/test_layer_portable "$K"/bin/test_expert_copies "$K"/bin/test_moe_layer \
+           "$K"/bin/test_layer_concept; do
     [ -x "$t" ] || continue
     n=kokkos_$(basename "$t")
     step "$n" 300 "$t" --durations yes
@@ -199,6 +202,19 @@ if [ -d "$K" ]; then
   # step, next to the specialization in the same run; S 512..16384.
   [ -x "$K/bin/portable_step_bench" ] && step kokkos_portable_step_bench 300 "$K/bin/portable_step_bench" \
     --steps 200 --sweep --fences
+  # moonep-layer --backend portable on Kokkos::Cuda, every element type
+  # (bf16 included), against the direct layer as the CLI tests check it.
+  if [ -x "$K/bin/moonep-layer" ] && [ -x "$K/bin/layer_cli_files" ]; then
+    for dtype in float double bf16; do
+      W=$LOGS/layer_cli_$dtype
+      rm -rf "$W" && mkdir -p "$W"
+      step "kokkos_layer_$dtype" 120 bash -c "'$K/bin/layer_cli_files' make '$W' 4 16 4 12 2 4 5 7 fine &&
+        '$K/bin/moonep-layer' --input '$W/problem.json' --x '$W/x.npy' --weights '$W/w.npy' --output '$W/out.npy' \
+          --recv '$W/recv.npy' --grad-out '$W/g.npy' --grad-x '$W/gx.npy' --grad-weights '$W/gw.npy' \
+          --backend portable --dtype $dtype &&
+        '$K/bin/layer_cli_files' check '$W' $dtype"
+    done
+  fi
 else
   SUMMARY+=("$(printf '%-22s %-14s' kokkos-cuda 'not bundled')")
 fi
