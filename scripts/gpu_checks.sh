@@ -71,8 +71,11 @@ fi
 # contract's transport) against the reference, and its CUDA graph.
 [ -x "$HERE/bin/test_gpu_world_layer" ] && step gpu_world_layer 300 "$HERE/bin/test_gpu_world_layer" --durations yes
 # Expert copies (fetch, reduce) and the linear MoE layer against the
-# reference and the direct layer (issue 36).
-for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+# reference and the direct layer (issue 36), on virtual ranks and on the
+# GPU world (every rank on this GPU).
+MOE_TESTS="test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward test_gpu_world_expert_copies
+  test_gpu_world_moe_layer"
+for t in $MOE_TESTS; do
   [ -x "$HERE/bin/$t" ] && step "${t#test_}" 300 "$HERE/bin/$t" --durations yes
 done
 if [ -n "$SAN" ]; then
@@ -81,7 +84,7 @@ if [ -n "$SAN" ]; then
       "$HERE/bin/test_cuda_layer" "[sanitize]"
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
-    for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+    for t in $MOE_TESTS; do
       [ -x "$HERE/bin/$t" ] && step "${t#test_}_$tool" 300 "$SAN" --tool "$tool" --error-exitcode 9 \
         "$HERE/bin/$t" "[sanitize]"
     done
