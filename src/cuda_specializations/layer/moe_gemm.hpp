@@ -27,6 +27,7 @@ void check_blas(cublasStatus_t st, const char* what);
 // request); one per stream that runs GEMMs at the same time as another.
 struct BlasHandle {
   cublasHandle_t h = nullptr;
+  int device = 0;  // current when made; current again when destroyed
   DeviceBuffer workspace;
   BlasHandle();
   ~BlasHandle();

@@ -31,13 +31,19 @@ constexpr i64 kWorkspaceBytes = i64{32} << 20;
 }
 
 BlasHandle::BlasHandle() {
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   workspace.allocate(kWorkspaceBytes, "allocating cuBLAS's workspace");
   check_blas(cublasCreate(&h), "cublasCreate");
   check_blas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   check_blas(cublasSetWorkspace(h, workspace.ptr, kWorkspaceBytes), "cublasSetWorkspace");
 }
 BlasHandle::~BlasHandle() {
-  if (h) cublasDestroy(h);
+  if (!h) return;
+  int saved = 0;
+  cudaGetDevice(&saved);
+  cudaSetDevice(device);
+  cublasDestroy(h);
+  cudaSetDevice(saved);
 }
 
 void gemm(cublasHandle_t blas, Element type, bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
