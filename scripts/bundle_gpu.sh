@@ -76,7 +76,7 @@ if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency)
 # The expert copies and the MoE layer (issue 36), where the tree has them:
 # on virtual ranks and on the GPU world.
 for t in test_cuda_expert_copies test_cuda_moe_layer test_gpu_world_expert_copies test_gpu_world_moe_layer \
-         moonep_gpu_moe_layer_bench moonep-layer example_moe_layer; do
+         moonep_gpu_moe_layer_bench moonep-layer layer_cli_files example_moe_layer; do
   if have_target "$BUILD" "$t"; then targets+=("$t"); fi
 done
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
