@@ -17,6 +17,7 @@
 #include "moonep/host_plan.hpp"
 #include "moonep/layer_reference.hpp"
 #include "copy_kernels.cuh"
+#include "group_sizes.hpp"
 
 namespace moonep::cuda {
 namespace {
@@ -34,12 +35,7 @@ struct VirtualRankExpertCopies::State {
   Config config;
   Element type;
   CopyParams p{};
-  std::vector<const std::int32_t*> cu_seqlens;  // each rank's, device
-  std::int32_t* host_groups = nullptr;          // pinned [R][E+B], B < epn only
-  mutable HostPlan groups;                      // what check_experts_runnable reads
-  ~State() {
-    if (host_groups) cudaFreeHost(host_groups);
-  }
+  std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // B < epn only: what the refusal reads
 };
 
 VirtualRankExpertCopies::VirtualRankExpertCopies(const VirtualRankPlanner& planner, std::int64_t params, Element type)
@@ -58,20 +54,14 @@ VirtualRankExpertCopies::VirtualRankExpertCopies(const VirtualRankPlanner& plann
   p.Q = params;
   p.table = planner.rank_plan(0).experts_to_copy;
   p.stride = c.ranks > 1 ? planner.rank_plan(1).experts_to_copy - planner.rank_plan(0).experts_to_copy : 0;
+  std::vector<const std::int32_t*> cu_seqlens;  // each rank's, device
   for (int r = 0; r < c.ranks; ++r) {
     // The kernels compute rank r's table from rank 0's: checked once here.
     if (planner.rank_plan(r).experts_to_copy != p.table + static_cast<i64>(r) * p.stride)
       throw RuntimeError("moonep::cuda::VirtualRankExpertCopies: the planner's rank outputs are not evenly strided");
-    s.cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+    cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
   }
-  if (c.copy_slots < p.epn) {
-    const std::size_t G = static_cast<std::size_t>(c.groups());
-    impl::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), c.ranks * G * sizeof(std::int32_t)),
-                     "allocating the expert copies' group sizes on the host");
-    s.groups.config = c;
-    s.groups.ranks.resize(static_cast<std::size_t>(c.ranks));
-    for (auto& r : s.groups.ranks) r.cu_seqlens.resize(G);
-  }
+  if (c.copy_slots < p.epn) s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, cu_seqlens, "expert copies");
 }
 
 VirtualRankExpertCopies::~VirtualRankExpertCopies() = default;
@@ -80,16 +70,9 @@ Element VirtualRankExpertCopies::element() const { return s_->type; }
 
 void VirtualRankExpertCopies::check_runnable(cudaStream_t stream) const {
   const State& s = *s_;
-  if (!s.host_groups) return;  // B >= epn: no plan can hold a remote expert without a copy
-  const std::size_t G = static_cast<std::size_t>(s.config.groups());
-  for (int r = 0; r < s.config.ranks; ++r)
-    impl::check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
-                                     G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
-                     "reading the plan's group sizes");
-  impl::check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
-  for (int r = 0; r < s.config.ranks; ++r)
-    std::copy(s.host_groups + r * G, s.host_groups + (r + 1) * G, s.groups.ranks[static_cast<std::size_t>(r)].cu_seqlens.begin());
-  check_experts_runnable(s.groups);
+  if (!s.group_sizes) return;  // B >= epn: no plan can hold a remote expert without a copy
+  s.group_sizes->read(stream);
+  impl::refuse_uncopied(s.config, s.group_sizes->sizes());
 }
 
 void VirtualRankExpertCopies::fetch(const void* experts, void* copies, cudaStream_t stream) const {

@@ -22,6 +22,7 @@
 #include "../gpu_world/symmetric_mapping.hpp"
 #include "../host_checks.hpp"
 #include "copy_kernels.cuh"
+#include "group_sizes.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_expert_copies.hpp"
 #include "moonep/host_plan.hpp"
@@ -64,13 +65,9 @@ struct GpuWorldExpertCopies::State {
   // This object's own stream per rank (overlapping the layer's); destroyed
   // first (it waits for them), then the chunks.
   std::unique_ptr<impl::WorldFork> fork;
-  std::int32_t* host_groups = nullptr;  // pinned [R][E+B], B < epn only
-  mutable HostPlan groups;              // what check_experts_runnable reads
+  std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // B < epn only: what the refusal reads
 
-  ~State() {
-    fork.reset();
-    if (host_groups) cudaFreeHost(host_groups);
-  }
+  ~State() { fork.reset(); }
 
   char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
   i64 bytes() const { return Q * element_bytes(type); }
@@ -118,14 +115,8 @@ GpuWorldExpertCopies::GpuWorldExpertCopies(GpuWorld& world, std::int64_t params,
   if (training) s.off_grad_copies = take(c.copy_slots * row);
   s.chunks = impl::zeroed_chunks(s.vmm, world, std::max<i64>(off, 256));
   s.fork = std::make_unique<impl::WorldFork>(world, true);
-  if (c.copy_slots < c.experts_per_rank()) {
-    const std::size_t G = static_cast<std::size_t>(c.groups());
-    impl::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), c.ranks * G * sizeof(std::int32_t)),
-                     "allocating the expert copies' group sizes on the host");
-    s.groups.config = c;
-    s.groups.ranks.resize(static_cast<std::size_t>(c.ranks));
-    for (auto& r : s.groups.ranks) r.cu_seqlens.resize(G);
-  }
+  if (c.copy_slots < c.experts_per_rank())
+    s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, s.cu_seqlens, "expert copies");
 }
 
 GpuWorldExpertCopies::~GpuWorldExpertCopies() = default;
@@ -150,20 +141,12 @@ void* GpuWorldExpertCopies::grad_copies(int d) const {
 
 void GpuWorldExpertCopies::check_runnable(cudaStream_t origin) const {
   const State& s = *s_;
-  if (!s.host_groups) return;  // B >= epn: no plan can hold a remote expert without a copy
-  const std::size_t G = static_cast<std::size_t>(s.config.groups());
+  if (!s.group_sizes) return;  // B >= epn: no plan can hold a remote expert without a copy
   const char* what = "reading the plan's group sizes";
   s.fork->fork(origin, what);
-  s.fork->each(what, [&](int r, cudaStream_t st) {
-    impl::check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
-                                     G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, st),
-                     what);
-  });
+  s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
   s.fork->synchronize("waiting for the plan's group sizes");
-  for (int r = 0; r < s.config.ranks; ++r)
-    std::copy(s.host_groups + r * G, s.host_groups + (r + 1) * G,
-              s.groups.ranks[static_cast<std::size_t>(r)].cu_seqlens.begin());
-  check_experts_runnable(s.groups);
+  impl::refuse_uncopied(s.config, s.group_sizes->sizes());
 }
 
 void GpuWorldExpertCopies::fetch(cudaStream_t origin) const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../host_checks.hpp"
+#include "group_sizes.hpp"
 #include "moe_gemm.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_moe_layer.hpp"
@@ -56,8 +57,7 @@ struct GpuWorldMoeLayer::State {
   std::unique_ptr<GpuWorldLayer> layer;
   std::unique_ptr<GpuWorldExpertCopies> copies;
   std::vector<std::unique_ptr<impl::BlasHandle>> blas;  // rank r's on its device
-  std::vector<const std::int32_t*> cu_seqlens;          // each rank's, on its device
-  std::int32_t* host_groups = nullptr;                  // pinned [R][E+B], read_groups' copy
+  std::unique_ptr<impl::PlanGroupSizes> group_sizes;    // read_groups' copy
   bool groups_read = false;
   std::vector<impl::MoeGroup> groups;  // rebuilt by read_groups, in increasing rank
   std::vector<std::size_t> first;      // [R+1]: rank r's groups are first[r] .. first[r+1]
@@ -78,7 +78,6 @@ struct GpuWorldMoeLayer::State {
     }
     if (branched) cudaEventDestroy(branched);
     if (fetched) cudaEventDestroy(fetched);
-    if (host_groups) cudaFreeHost(host_groups);
   }
 
   i64 elem() const { return type == Element::f64 ? 8 : (type == Element::bf16 ? 2 : 4); }
@@ -110,10 +109,12 @@ GpuWorldMoeLayer::GpuWorldMoeLayer(GpuWorld& world, int hidden, int hidden_out, 
   s.H = hidden;
   s.O = hidden_out;
   s.training = training;
+  std::vector<const std::int32_t*> cu_seqlens;
   for (int r = 0; r < c.ranks; ++r) {
     s.devices.push_back(world.device(r));
-    s.cu_seqlens.push_back(world.rank_plan(r).cu_seqlens);
+    cu_seqlens.push_back(world.rank_plan(r).cu_seqlens);
   }
+  s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, cu_seqlens, "MoE layer");
   s.layer = std::make_unique<GpuWorldLayer>(world, hidden, hidden_out, type, training);
   s.copies = std::make_unique<GpuWorldExpertCopies>(world, s.Q(), type, training);
   for (int r = 0; r < c.ranks; ++r) {
@@ -121,8 +122,6 @@ GpuWorldMoeLayer::GpuWorldMoeLayer(GpuWorld& world, int hidden, int hidden_out, 
     s.blas.push_back(std::make_unique<impl::BlasHandle>());
   }
   const std::size_t G = static_cast<std::size_t>(c.groups());
-  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), c.ranks * G * sizeof(std::int32_t)),
-             "allocating the MoE layer's group sizes on the host");
   s.groups.reserve(c.ranks * G);
   s.first.assign(static_cast<std::size_t>(c.ranks) + 1, 0);
   {
@@ -155,17 +154,12 @@ void* GpuWorldMoeLayer::experts(int d) const {
 void GpuWorldMoeLayer::read_groups(cudaStream_t origin) {
   State& s = *s_;
   const Config& c = s.config;
-  const std::size_t G = static_cast<std::size_t>(c.groups());
   const char* what = "reading the plan's group sizes";
   s.fork->fork(origin, what);
-  s.fork->each(what, [&](int r, cudaStream_t st) {
-    check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
-                               G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, st),
-               what);
-  });
+  s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
   s.fork->synchronize("waiting for the plan's group sizes");
   s.groups_read = false;
-  impl::list_groups(c, s.host_groups, s.groups);  // refuses an unrunnable plan
+  impl::list_groups(c, s.group_sizes->sizes(), s.groups);  // refuses an unrunnable plan
   std::fill(s.first.begin(), s.first.end(), 0);
   for (const impl::MoeGroup& g : s.groups) ++s.first[static_cast<std::size_t>(g.d) + 1];
   for (int r = 0; r < c.ranks; ++r) s.first[r + 1] += s.first[r];

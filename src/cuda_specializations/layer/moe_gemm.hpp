@@ -52,10 +52,8 @@ struct MoeGroup {
   std::int64_t slot;  // expert id (own) or copy slot b
 };
 
-// From every rank's cu_seqlens (host, [R][E+B]): InputError in
-// check_experts_runnable's words for a plan whose rank would run a remote
-// expert it did not copy (only B < epn can hold one; `groups` is then
-// left empty), else `groups` = the non-empty groups in increasing rank,
+// From every rank's cu_seqlens (host, [R][E+B]): refuse_uncopied's
+// InputError (group_sizes.hpp; `groups` is then left empty), else `groups` = the non-empty groups in increasing rank,
 // then group; a group's rows clipped to 0..NvS, and an own group of an
 // expert the rank does not own never listed.
 void list_groups(const Config& c, const std::int32_t* cu_seqlens, std::vector<MoeGroup>& groups);

@@ -69,19 +69,23 @@ void gemm(cublasHandle_t blas, Element type, bool trans_a, bool trans_b, i64 m, 
              "cublasGemmEx");
 }
 
+void refuse_uncopied(const Config& c, const std::int32_t* sizes) {
+  if (c.copy_slots >= c.experts_per_rank()) return;
+  const i64 G = c.groups();
+  HostPlan plan;
+  plan.config = c;
+  plan.ranks.resize(static_cast<std::size_t>(c.ranks));
+  for (int r = 0; r < c.ranks; ++r)
+    plan.ranks[static_cast<std::size_t>(r)].cu_seqlens.assign(sizes + r * G, sizes + (r + 1) * G);
+  check_experts_runnable(plan);
+}
+
 void list_groups(const Config& c, const std::int32_t* cu_seqlens, std::vector<MoeGroup>& groups) {
   const i64 G = c.groups(), E = c.experts, epn = c.experts_per_rank(), nvs = c.slots();
   groups.clear();
   // The refusal first, in the reference's words (only B < epn can hold
   // such a plan; the check is a loop over what was read).
-  if (c.copy_slots < epn) {
-    HostPlan plan;
-    plan.config = c;
-    plan.ranks.resize(static_cast<std::size_t>(c.ranks));
-    for (int r = 0; r < c.ranks; ++r)
-      plan.ranks[static_cast<std::size_t>(r)].cu_seqlens.assign(cu_seqlens + r * G, cu_seqlens + (r + 1) * G);
-    check_experts_runnable(plan);
-  }
+  refuse_uncopied(c, cu_seqlens);
   const auto clip = [nvs](i64 v) { return v < 0 ? 0 : (v > nvs ? nvs : v); };
   for (int d = 0; d < c.ranks; ++d) {
     const std::int32_t* cu = cu_seqlens + d * G;
@@ -99,7 +103,6 @@ void list_groups(const Config& c, const std::int32_t* cu_seqlens, std::vector<Mo
 }  // namespace impl
 
 VirtualRankMoeLayer::State::~State() {
-  if (host_groups) cudaFreeHost(host_groups);
 }
 
 void VirtualRankMoeLayer::State::gemm(bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
@@ -124,10 +127,10 @@ VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int 
   s.in = std::make_unique<VirtualRankLayer>(planner, hidden, type);
   s.out = std::make_unique<VirtualRankLayer>(planner, hidden_out, type);
   s.copies = std::make_unique<VirtualRankExpertCopies>(planner, s.Q(), type);
-  for (int r = 0; r < c.ranks; ++r) s.cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+  std::vector<const std::int32_t*> cu_seqlens;
+  for (int r = 0; r < c.ranks; ++r) cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+  s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, cu_seqlens, "MoE layer");
   const i64 R = c.ranks, nvs = c.slots(), B = c.copy_slots, e = s.elem(), wbytes = type == Element::f64 ? 8 : 4;
-  impl::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), R * c.groups() * sizeof(std::int32_t)),
-                   "allocating the MoE layer's group sizes on the host");
   s.groups.reserve(static_cast<std::size_t>(R * c.groups()));
   // Zeroed once (DeviceBuffer): slots no step writes read as 0.
   s.recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's recv");
@@ -156,14 +159,9 @@ int VirtualRankMoeLayer::gemm_count() const { return static_cast<int>(s_->groups
 void VirtualRankMoeLayer::read_groups(cudaStream_t stream) {
   State& s = *s_;
   const Config& c = s.config;
-  const i64 G = c.groups();
-  for (int r = 0; r < c.ranks; ++r)
-    impl::check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
-                                     G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
-                     "reading the plan's group sizes");
-  impl::check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
+  s.group_sizes->read(stream);
   s.groups_read = false;
-  impl::list_groups(c, s.host_groups, s.groups);  // refuses an unrunnable plan
+  impl::list_groups(c, s.group_sizes->sizes(), s.groups);  // refuses an unrunnable plan
   s.groups_read = true;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../device_buffer.hpp"
+#include "group_sizes.hpp"
 #include "moe_gemm.hpp"
 #include "moonep/config.hpp"
 #include "moonep/cuda_expert_copies.hpp"
@@ -27,8 +28,7 @@ struct VirtualRankMoeLayer::State {
   bool training = false;
   std::unique_ptr<VirtualRankLayer> in, out;  // dispatch side (H), combine side (H')
   std::unique_ptr<VirtualRankExpertCopies> copies;
-  std::vector<const std::int32_t*> cu_seqlens;  // each rank's, device
-  std::int32_t* host_groups = nullptr;          // pinned [R][E+B], read_groups' copy
+  std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // read_groups' copy
   bool groups_read = false;
   impl::DeviceBuffer recv, recv_w, y, copy_buf, grad_y, grad_recv, grad_copies;
   std::unique_ptr<impl::BlasHandle> blas;
