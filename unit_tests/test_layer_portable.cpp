@@ -207,7 +207,16 @@ TEMPLATE_LIST_TEST_CASE("the portable bf16 combine rounds once, to nearest even,
   layer.combine(planner.last_plan(), recv_v, recv_w_v, out_v);
   Kokkos::fence();
   const PerRank<bf16> got = from_view(out_v);
-  CHECK(got == out);
+  // The reference's bits, but for NaN's payload: which quiet NaN an
+  // arithmetic NaN gets is the hardware's (x86 keeps the input's 0x7fc0,
+  // a GPU gives its canonical 0x7fff); only NaN-ness is the contract's.
+  std::int64_t differing = 0;
+  for (int r = 0; r < c.ranks; ++r)
+    for (std::size_t i = 0; i < got[r].size(); ++i) {
+      const bool both_nan = std::isnan(static_cast<float>(got[r][i])) && std::isnan(static_cast<float>(out[r][i]));
+      if (!both_nan && got[r][i].bits != out[r][i].bits) ++differing;
+    }
+  CHECK(differing == 0);
   for (int r = 0; r < c.ranks; ++r)
     for (int t = 0; t < c.tokens; ++t)
       for (int h = 0; h < kHidden; ++h) {
