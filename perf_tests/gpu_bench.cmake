@@ -17,8 +17,9 @@ add_executable(moonep_gpu_layer_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_layer_bench.
 target_link_libraries(moonep_gpu_layer_bench PRIVATE moonep CUDA::cudart)
 
 # moonep_gpu_moe_layer_bench: the whole linear MoE layer step of the CUDA
-# virtual ranks (plan, fetch, dispatch, GEMMs, combine), fetch overlapped
-# with dispatch, and plain EP's step beside it (README.md).
+# virtual ranks and of a GPU world on one GPU (plan, fetch, dispatch, GEMMs,
+# combine), fetch overlapped with dispatch, and plain EP's step beside it
+# (README.md).
 add_executable(moonep_gpu_moe_layer_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_moe_layer_bench.cu)
 target_link_libraries(moonep_gpu_moe_layer_bench PRIVATE moonep CUDA::cudart CUDA::cublas)
 moonep_perf_csv(moonep_gpu_moe_layer_bench)

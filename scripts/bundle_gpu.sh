@@ -6,7 +6,9 @@
 #
 #   bin/, lib/          build-gpu: Debian's Kokkos (Serial) + the CUDA
 #                       specialization: its tests (test_cuda_planner,
-#                       test_gpu_world, test_gpu_world_layer), the
+#                       test_gpu_world, test_gpu_world_layer, the expert
+#                       copies' and MoE layers' on virtual ranks and on the
+#                       GPU world), moonep-layer, example_moe_layer, the
 #                       kernel benchmark (moonep_gpu_bench), moonep-plan and
 #                       its plan checker (moonep_check_plan_file).
 #   kokkos-cuda/bin/, kokkos-cuda/lib/
@@ -15,7 +17,10 @@
 #                       CUDA specialization: every test_portable_* binary
 #                       (Planner<Kokkos::Cuda> on both paths), the planner
 #                       interface's checks, the layer's portable path
-#                       (test_layer_portable),
+#                       (test_layer_portable, test_expert_copies,
+#                       test_moe_layer, test_layer_concept; float, double
+#                       and bf16), moonep-layer with its CLI tests' file
+#                       maker and checker (layer_cli_files),
 #                       test_gpu_world_planner (over a GPU world), host_sweep
 #                       (portable phases against the specialization),
 #                       portable_step_bench (the portable step back to back,
@@ -71,8 +76,10 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=ON >/dev/null
 targets=(test_cuda_planner test_gpu_world test_cuda_layer test_gpu_world_layer moonep_gpu_bench moonep_gpu_layer_bench moonep-plan moonep_check_plan_file)
 if have_target "$BUILD" moonep_warp_latency; then targets+=(moonep_warp_latency); fi
-# The expert copies and the MoE layer (issue 36), where the tree has them.
-for t in test_cuda_expert_copies test_cuda_moe_layer moonep_gpu_moe_layer_bench; do
+# The expert copies and the MoE layer (issue 36), where the tree has them:
+# on virtual ranks and on the GPU world.
+for t in test_cuda_expert_copies test_cuda_moe_layer test_gpu_world_expert_copies test_gpu_world_moe_layer \
+         moonep_gpu_moe_layer_bench moonep-layer layer_cli_files example_moe_layer; do
   if have_target "$BUILD" "$t"; then targets+=("$t"); fi
 done
 cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}"
@@ -104,7 +111,8 @@ if [ -f "$KOKKOS_CUDA_TARBALL" ]; then
   for t in $(cmake --build "$KBUILD" --target help | sed -n 's/^\(test_portable_[a-z_]*\):.*/\1/p'); do
     ktargets+=("$t")
   done
-  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable host_sweep portable_step_bench moonep-plan)
+  ktargets+=(test_gpu_world_planner test_planner_concept test_layer_portable test_expert_copies test_moe_layer
+             test_layer_concept host_sweep portable_step_bench moonep-plan moonep-layer layer_cli_files)
   cmake --build "$KBUILD" -j"$JOBS" --target "${ktargets[@]}"
   collect "$KBUILD" "$BUNDLE/kokkos-cuda" "${ktargets[@]}"
 else

@@ -10,7 +10,9 @@
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
 # every test_portable_* binary (Planner<Kokkos::Cuda> on the portable phases
 # and on the CUDA specialization), test_gpu_world_planner (over a GPU
-# world), memcheck of the bad-input test on both
+# world), the portable layer's tests (test_layer_portable, test_expert_copies,
+# test_moe_layer, test_layer_concept) and moonep-layer --backend portable
+# in float, double and bf16, memcheck of the bad-input test on both
 # paths, host_sweep's portable phases against the specialization at S=512,
 # 4096, 8192, portable_step_bench (the portable step back to back, launches
 # and fences per step, S 512..16384)
@@ -71,8 +73,11 @@ fi
 # contract's transport) against the reference, and its CUDA graph.
 [ -x "$HERE/bin/test_gpu_world_layer" ] && step gpu_world_layer 300 "$HERE/bin/test_gpu_world_layer" --durations yes
 # Expert copies (fetch, reduce) and the linear MoE layer against the
-# reference and the direct layer (issue 36).
-for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+# reference and the direct layer (issue 36), on virtual ranks and on the
+# GPU world (every rank on this GPU).
+MOE_TESTS="test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward test_gpu_world_expert_copies
+  test_gpu_world_moe_layer"
+for t in $MOE_TESTS; do
   [ -x "$HERE/bin/$t" ] && step "${t#test_}" 300 "$HERE/bin/$t" --durations yes
 done
 if [ -n "$SAN" ]; then
@@ -81,7 +86,7 @@ if [ -n "$SAN" ]; then
       "$HERE/bin/test_cuda_layer" "[sanitize]"
     step "sanitizer_$tool" 60 "$SAN" --tool "$tool" --error-exitcode 9 \
       "$HERE/bin/test_cuda_planner" "[sanitize]"
-    for t in test_cuda_expert_copies test_cuda_moe_layer test_cuda_moe_layer_backward; do
+    for t in $MOE_TESTS; do
       [ -x "$HERE/bin/$t" ] && step "${t#test_}_$tool" 300 "$SAN" --tool "$tool" --error-exitcode 9 \
         "$HERE/bin/$t" "[sanitize]"
     done
@@ -138,6 +143,55 @@ if [ -x "$HERE/mpi/bin/moonep-plan" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
   step plan_gpu_mpi_ragged_check 60 "${CHECK_PLAN[@]}" "$LOGS/plan_gpu_mpi_ragged_problem.json" \
     "$LOGS/plan_gpu_mpi_ragged.json"
 fi
+# moonep-layer's linear layer (--experts) on virtual ranks (--backend cuda)
+# and on the GPU world (--world gpu, every rank on this GPU), as the CLI
+# tests run it: files from layer_cli_files, checked against the direct
+# layer; and the refusal of a plan with a remote expert that is not copied
+# (exit 2, the reference's words).
+# layer_case DIR EXPECT MAKE_ARGS -- MOONEP_LAYER_WHERE...: the files of
+# `layer_cli_files make DIR MAKE_ARGS`, moonep-layer's linear layer on them;
+# EXPECT ok: exit 0 and the direct layer's check passes; uncopied: exit 2,
+# the reference's refusal, no output file.
+layer_case() {
+  local dir=$1 expect=$2; shift 2
+  local make=()
+  while [ "$1" != -- ]; do make+=("$1"); shift; done
+  shift
+  rm -rf "$dir" && mkdir -p "$dir" && "$HERE/bin/layer_cli_files" make "$dir" "${make[@]}" || return 1
+  local io=(--input "$dir/problem.json" --x "$dir/x.npy" --weights "$dir/w.npy" --experts "$dir/M.npy"
+            --output "$dir/out.npy")
+  if [ "$expect" = ok ]; then
+    "$HERE/bin/moonep-layer" "${io[@]}" --grad-out "$dir/g.npy" --grad-x "$dir/gx.npy" \
+      --grad-weights "$dir/gw.npy" --grad-experts "$dir/gM.npy" "$@" &&
+      "$HERE/bin/layer_cli_files" check "$dir" float
+    return
+  fi
+  "$HERE/bin/moonep-layer" "${io[@]}" "$@" 2>"$dir/stderr"
+  local rc=$?
+  cat "$dir/stderr"
+  [ $rc -eq 2 ] && [ ! -e "$dir/out.npy" ] &&
+    grep -q 'rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot' "$dir/stderr"
+}
+export -f layer_case
+export HERE
+if [ -x "$HERE/bin/moonep-layer" ] && [ -x "$HERE/bin/layer_cli_files" ]; then
+  for where in cuda gpu; do
+    w=(--backend cuda); [ "$where" = gpu ] && w=(--world gpu --devices 0)
+    while read -r name expect make; do
+      step "layer_cli_${where}_$name" 60 bash -c 'layer_case "$@"' _ "$LOGS/layer_cli_${where}_$name" "$expect" \
+        $make -- "${w[@]}"
+    done <<'CASES'
+full ok 4 16 4 12 2 4 5 7 linear
+ragged ok 4 16 4 12 2 4 5 7 linear-ragged
+small_b ok 4 16 3 12 2 2 4 3 linear
+one_rank ok 1 4 3 9 1 2 3 5 linear
+uncopied uncopied 4 32 4 16 1 1 3 3 linear
+CASES
+  done
+fi
+# The MoE layer example: on a CUDA build, the GPU world's MoE layer against
+# the direct layer.
+[ -x "$HERE/bin/example_moe_layer" ] && step example_moe_layer 60 "$HERE/bin/example_moe_layer"
 step benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 ${BENCH:-} --csv "$LOGS/gpu_sweeps.csv"
 step world_benchmark 90 "$HERE/bin/moonep_gpu_bench" 500 --gpu-world
 [ -x "$HERE/bin/moonep_gpu_layer_bench" ] && step layer_benchmark 120 "$HERE/bin/moonep_gpu_layer_bench"
@@ -174,7 +228,8 @@ K=$HERE/kokkos-cuda
 if [ -d "$K" ]; then
   export LD_LIBRARY_PATH="$K/lib:$LD_LIBRARY_PATH"
   for t in "$K"/bin/test_portable_* "$K"/bin/test_gpu_world_planner "$K"/bin/test_planner_concept \
-           "$K"/bin/test_layer_portable; do
+           "$K"/bin/test_layer_portable "$K"/bin/test_expert_copies "$K"/bin/test_moe_layer \
+           "$K"/bin/test_layer_concept; do
     [ -x "$t" ] || continue
     n=kokkos_$(basename "$t")
     step "$n" 300 "$t" --durations yes
@@ -199,6 +254,19 @@ if [ -d "$K" ]; then
   # step, next to the specialization in the same run; S 512..16384.
   [ -x "$K/bin/portable_step_bench" ] && step kokkos_portable_step_bench 300 "$K/bin/portable_step_bench" \
     --steps 200 --sweep --fences
+  # moonep-layer --backend portable on Kokkos::Cuda, every element type
+  # (bf16 included), against the direct layer as the CLI tests check it.
+  if [ -x "$K/bin/moonep-layer" ] && [ -x "$K/bin/layer_cli_files" ]; then
+    for dtype in float double bf16; do
+      W=$LOGS/layer_cli_$dtype
+      rm -rf "$W" && mkdir -p "$W"
+      step "kokkos_layer_$dtype" 120 bash -c "'$K/bin/layer_cli_files' make '$W' 4 16 4 12 2 4 5 7 fine &&
+        '$K/bin/moonep-layer' --input '$W/problem.json' --x '$W/x.npy' --weights '$W/w.npy' --output '$W/out.npy' \
+          --recv '$W/recv.npy' --grad-out '$W/g.npy' --grad-x '$W/gx.npy' --grad-weights '$W/gw.npy' \
+          --backend portable --dtype $dtype &&
+        '$K/bin/layer_cli_files' check '$W' $dtype"
+    done
+  fi
 else
   SUMMARY+=("$(printf '%-22s %-14s' kokkos-cuda 'not bundled')")
 fi

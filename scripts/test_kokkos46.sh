@@ -11,7 +11,8 @@
 #   cuda    Kokkos 4.6.01 Serial+Cuda (sm_90) with nvcc_wrapper and the CUDA
 #           specialization: build only (no GPU driver here, so no program
 #           can start) of what plans through Kokkos::Cuda or CUDA: the
-#           library, moonep-plan, the portable and CUDA tests, the GPU
+#           library, moonep-plan, the portable and CUDA tests, the portable
+#           layer's tests (bf16 device code included), the GPU
 #           benchmarks; without MPI and examples (see leg_cuda for why).
 #   develop Kokkos' development line of 2025-06-20 (4.6.99; what 5.0 turns on
 #           by default: C++20, the mdspan-based View, deprecated code off),
@@ -214,8 +215,10 @@ leg_cuda() {
   # we lack; minimal's code is the unit tests'), and only the targets that
   # plan through Kokkos::Cuda or the CUDA specialization: the library,
   # moonep-plan, every test_portable_* (Planner<Kokkos::Cuda>), the CUDA
-  # tests, host_sweep, portable_step_bench and the GPU benchmark; what bundle_gpu.sh carries to
-  # the GPU. The host-only tests (reference, I/O, CLI, reliability) compile
+  # tests, host_sweep, portable_step_bench and the GPU benchmark; and the
+  # portable layer's tests (InProcessLayer, InProcessExpertCopies,
+  # InProcessMoeLayer on Kokkos::Cuda in float, double and bf16: device
+  # code); what bundle_gpu.sh carries to the GPU. The host-only tests (reference, I/O, CLI, reliability) compile
   # the same code as the other legs, there with g++ alone (about half of
   # this leg's compile time when built here too).
   if ! PATH="$cuda_bin:$PATH" configure "$dir" -DKokkos_ROOT="$kokkos" \
@@ -225,7 +228,7 @@ leg_cuda() {
   fi
   local targets
   targets=$(targets_matching "$dir" \
-    'moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench\|portable_step_bench')
+    'moonep\|moonep-plan\|test_portable_[a-z_]*\|test_cuda_planner\|test_gpu_world[a-z_]*\|host_sweep\|moonep_gpu_bench\|portable_step_bench\|test_layer_portable\|test_expert_copies\|test_moe_layer\|test_layer_concept')
   echo "test_kokkos46.sh: cuda leg targets: $targets"
   if ! grep -q 'test_portable_vs_reference' <<<"$targets" || ! grep -q 'test_cuda_planner' <<<"$targets"; then
     result cuda FAILED "the build lists no Planner<Kokkos::Cuda> or CUDA tests (targets: $targets)"; return 0

@@ -19,6 +19,7 @@
 #include "moonep/cuda_expert_copies.hpp"
 #include "moonep/layer_reference.hpp"
 #include "support/cuda_layer_support.hpp"
+#include "support/cuda_moe_cases.hpp"
 #include "support/layer_cases.hpp"
 
 using namespace layer_test;
@@ -82,10 +83,9 @@ void copies_case(const std::string& name, const Step& s, std::int64_t Q, bool gr
   CHECK(differing(d_gown.get(), flat(grad_own)) == 0);
 }
 
+// The MoE layers' steps and one near the headline's shape.
 std::vector<std::pair<std::string, Step>> all_steps() {
-  std::vector<std::pair<std::string, Step>> steps = layer_steps();
-  steps.emplace_back("copied to every rank", copy_everywhere_step());
-  steps.emplace_back("B < epn copying everything", synthetic_step(Config{4, 16, 3, 12, 2, 2}, 0.5, 22, false));
+  std::vector<std::pair<std::string, Step>> steps = moe_steps();
   steps.emplace_back("headline-like", synthetic_step(Config{8, 64, 8, 256, 8, 16}, 2.0, 23, false));
   return steps;
 }

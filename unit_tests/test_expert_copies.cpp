@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable fetch and reduce (moonep/expert_copies.hpp,
 // InProcessExpertCopies) on every host execution space against
-// fetch_reference and reduce_reference, bit for bit: copies are the owners'
+// fetch_reference and reduce_reference, bit for bit (float, double and
+// bfloat16, moonep::bf16: copies as bits, reduce in float rounded once): copies are the owners'
 // bits and unused slots stay untouched; reduce adds in increasing rank then
 // slot (a case where another order gives other bits); the refusal of a
 // plan with a remote expert that is not copied, with nothing written; and
@@ -23,16 +24,16 @@ namespace {
 constexpr int kParams = 5;
 
 template <class T, class P>
-void copies_case(const std::string& name, const Step& s) {
+void copies_case(const std::string& name, const Step& s, Values values) {
   using Exec = typename P::execution_space;
   using Mem = typename P::memory_space;
-  INFO(name);
+  INFO(name << (values == Values::exact ? ", exact data" : ", random data"));
   const Config& c = s.c;
   const int epn = c.experts_per_rank(), B = c.copy_slots;
   moonep::InProcessWorld<Mem> world(c.ranks);
   P planner(c, world);
   REQUIRE(plan_step(planner, s) == "");
-  Draw draw(Values::random, 17);
+  Draw draw(values, 17);
   const std::vector<std::int32_t> all_e(c.ranks, epn), all_b(c.ranks, B);
   const PerRank<T> own = rows_of<T>(c, epn, kParams, all_e, draw);
   PerRank<T> copies = filled<T>(c, B * kParams, kSentinel);
@@ -60,10 +61,12 @@ TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce match the reference bit f
   std::vector<std::pair<std::string, Step>> steps = layer_steps();
   steps.emplace_back("copied to every rank", copy_everywhere_step());
   steps.emplace_back("B < epn copying everything", synthetic_step(Config{4, 16, 3, 12, 2, 2}, 0.5, 22, false));
-  for (const auto& [name, step] : steps) {
-    copies_case<float, TestType>(name, step);
-    copies_case<double, TestType>(name, step);
-  }
+  for (const auto& [name, step] : steps)
+    for (const Values v : {Values::exact, Values::random}) {
+      copies_case<float, TestType>(name, step, v);
+      copies_case<double, TestType>(name, step, v);
+      copies_case<moonep::bf16, TestType>(name, step, v);
+    }
 }
 
 TEMPLATE_LIST_TEST_CASE("the portable reduce adds in increasing rank, then slot", "[layer][portable]",
@@ -83,6 +86,30 @@ TEMPLATE_LIST_TEST_CASE("the portable reduce adds in increasing rank, then slot"
              gp);
   Kokkos::fence();
   CHECK(from_view(gp) == PerRank<float>{{0.0f}, {5.0f}, {6.0f}, {7.0f}});
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable bf16 reduce sums in float and rounds once, to nearest even",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // gP = 1, copies of expert 0 on ranks 1, 2, 3 each 2^-9: 1 + 3*2^-9 in
+  // float rounds to 1 + 2^-7 (0x3f81); rounded after each addition it would
+  // stay 1. Expert 1's gradient 1 + 2^-7 (no copies) keeps its bits.
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  using moonep::bf16;
+  const Step s = copy_everywhere_step();
+  moonep::InProcessWorld<Mem> world(4);
+  TestType planner(s.c, world);
+  REQUIRE(plan_step(planner, s) == "");
+  const bf16 one = bf16::from_bits(0x3f80), small = bf16(0x1p-9f), zero = bf16(0.0f);
+  const PerRank<bf16> grad_copies = {{zero}, {small}, {small}, {small}};
+  PerRank<bf16> want = {{one}, {bf16::from_bits(0x3f81)}, {one}, {one}};
+  moonep::InProcessExpertCopies<bf16, Exec> ops(s.c, 1);
+  const auto gp = to_view<bf16, Mem>(want, 1, 1);
+  moonep::reduce_reference(s.plan, 1, grad_copies, want);
+  REQUIRE(want[0][0].bits == 0x3f81);
+  ops.reduce(planner.last_plan(), to_view<bf16, Mem>(grad_copies, 1, 1), gp);
+  Kokkos::fence();
+  CHECK(from_view(gp) == want);
 }
 
 TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce refuse a remote expert without a copy, and bad views",

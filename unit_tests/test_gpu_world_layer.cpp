@@ -33,11 +33,13 @@
 #include "moonep/reference.hpp"
 #include "support/cuda_layer_support.hpp"
 #include "support/cuda_test_support.hpp"
+#include "support/gpu_world_support.hpp"
 #include "support/ragged_steps.hpp"
 
 namespace {
 
 using namespace cuda_layer_test;
+using namespace gpu_world_test;
 using moonep::Config;
 using moonep::PerRank;
 using moonep::Routing;
@@ -46,65 +48,6 @@ using moonep::cuda::Element;
 using moonep::cuda::GpuWorld;
 using moonep::cuda::GpuWorldLayer;
 using moonep::test::cuda_ok;
-
-std::vector<int> on_device_zero(int ranks) { return std::vector<int>(static_cast<std::size_t>(ranks), 0); }
-
-// One device buffer per rank (on device 0), with its pointer table.
-template <class V>
-struct RankBuffers {
-  std::vector<V*> p;
-  std::size_t n = 0;
-  RankBuffers(int ranks, std::size_t n_) : p(static_cast<std::size_t>(ranks), nullptr), n(n_) {
-    for (auto& q : p) cuda_ok(cudaMalloc(reinterpret_cast<void**>(&q), n * sizeof(V) + 16));
-  }
-  explicit RankBuffers(const PerRank<V>& host) : RankBuffers(static_cast<int>(host.size()), host[0].size()) {
-    set(host);
-  }
-  ~RankBuffers() {
-    for (auto* q : p) cudaFree(q);
-  }
-  RankBuffers(const RankBuffers&) = delete;
-  RankBuffers& operator=(const RankBuffers&) = delete;
-  void set(const PerRank<V>& host) {
-    for (std::size_t r = 0; r < p.size(); ++r)
-      cuda_ok(cudaMemcpy(p[r], host[r].data(), n * sizeof(V), cudaMemcpyHostToDevice));
-  }
-  PerRank<V> get() const {
-    PerRank<V> h(p.size(), std::vector<V>(n));
-    for (std::size_t r = 0; r < p.size(); ++r)
-      cuda_ok(cudaMemcpy(h[r].data(), p[r], n * sizeof(V), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void* const* data() { return reinterpret_cast<void* const*>(p.data()); }
-  const void* const* cdata() const { return reinterpret_cast<const void* const*>(p.data()); }
-};
-
-// A slot buffer of the layer (accessor(d) for rank d) written from / read
-// into host vectors.
-template <class V, class Accessor>
-void put_slots(Accessor at, const PerRank<V>& host) {
-  for (std::size_t d = 0; d < host.size(); ++d)
-    cuda_ok(cudaMemcpy(at(static_cast<int>(d)), host[d].data(), host[d].size() * sizeof(V), cudaMemcpyDefault));
-}
-template <class V, class Accessor>
-PerRank<V> get_slots(Accessor at, int ranks, std::size_t n) {
-  PerRank<V> h(static_cast<std::size_t>(ranks), std::vector<V>(n));
-  for (int d = 0; d < ranks; ++d) cuda_ok(cudaMemcpy(h[d].data(), at(d), n * sizeof(V), cudaMemcpyDefault));
-  return h;
-}
-
-// Elements (over every rank) that differ in their bits; first wrong in *first.
-template <class V>
-std::size_t wrong_bits(const PerRank<V>& got, const PerRank<V>& want, std::string* first = nullptr) {
-  std::size_t wrong = 0;
-  for (std::size_t r = 0; r < want.size(); ++r)
-    for (std::size_t i = 0; i < want[r].size(); ++i) {
-      if (same_bits(got[r][i], want[r][i])) continue;
-      if (first && wrong == 0) *first = "rank " + std::to_string(r) + " element " + std::to_string(i);
-      ++wrong;
-    }
-  return wrong;
-}
 
 // One case: plan on the GPU world, then every operation there and with the
 // reference on the world's own plan; every element's bits compared.

@@ -3,12 +3,18 @@
 // every host execution space against the reference layer, bit for bit:
 // dispatch's recv and recv_w, combine's out (weighted and not), combine's
 // backward (grad_y, grad_w) and dispatch's backward (grad_x, grad_w), full
-// and ragged steps (rows past s_r NaN), many duplicates, R = 1, float and
-// double; its bad input; and plans whose views hold anything.
+// and ragged steps (rows past s_r NaN), many duplicates, R = 1, float,
+// double and bfloat16 (moonep::bf16: rows as bits, float sums rounded once
+// to nearest even, NaN kept, also in device code); its bad input; and plans
+// whose views hold anything.
 #include "catch2_compat.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "moonep/layer.hpp"
 #include "support/layer_cases.hpp"
@@ -110,7 +116,115 @@ TEMPLATE_LIST_TEST_CASE("the portable dispatch and combine match the reference b
     for (const Values v : {Values::exact, Values::random}) {
       portable_case<float, TestType>(name, step, v);
       portable_case<double, TestType>(name, step, v);
+      portable_case<moonep::bf16, TestType>(name, step, v);
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("moonep::bf16 converts the same on the execution space as on the host",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // Ties to even, carries into the exponent and to infinity, NaNs of both
+  // signs (quiet bit set, sign kept), infinities, signed zeros, subnormals:
+  // converted to bf16 and back inside a kernel, against the host's bits
+  // and the values rounding to nearest even gives.
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  const std::vector<std::uint32_t> in = {
+      0x3f808000u,  // 1 + 2^-8: a tie, to even 1
+      0x3f818000u,  // 1 + 3*2^-8: a tie, to even 1 + 2^-6
+      0x3f80c000u,  // 1 + 3*2^-9: above the middle, to 1 + 2^-7
+      0x3f807fffu,  // just below a tie: down
+      0x3fffffffu,  // carries into the exponent: 2
+      0x7f7fffffu,  // the largest float: to infinity
+      0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,
+      0x7fc00000u,  // quiet NaN
+      0x7f800001u,  // signalling NaN whose payload is cut off: stays NaN
+      0xff812345u,  // negative NaN
+      0x00010000u, 0x8000ffffu};
+  const std::vector<std::uint16_t> want = {0x3f80, 0x3f82, 0x3f81, 0x3f80, 0x4000, 0x7f80, 0x7f80, 0xff80,
+                                           0x0000, 0x8000, 0x7fc0, 0x7fc0, 0xffc1, 0x0001, 0x8001};
+  const std::int64_t n = static_cast<std::int64_t>(in.size());
+  Kokkos::View<float*, Mem> values("values", n), back("back", n);
+  Kokkos::View<moonep::bf16*, Mem> rounded("rounded", n);
+  auto h = Kokkos::create_mirror_view(values);
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(&h(i), &in[i], sizeof(float));
+  Kokkos::deep_copy(values, h);
+  Kokkos::parallel_for(
+      "moonep::test::bf16_convert", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) {
+        rounded(i) = moonep::bf16(values(i));
+        back(i) = static_cast<float>(rounded(i));
+      });
+  Kokkos::fence();
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rounded);
+  const auto got_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), back);
+  for (std::int64_t i = 0; i < n; ++i) {
+    INFO("float bits " << std::hex << in[i]);
+    CHECK(got(i).bits == want[i]);
+    CHECK(moonep::bf16(h(i)).bits == want[i]);
+    std::uint32_t wide = 0;
+    std::memcpy(&wide, &got_back(i), sizeof wide);
+    CHECK(wide == static_cast<std::uint32_t>(want[i]) << 16);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable bf16 combine rounds once, to nearest even, and keeps NaN", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  // x = 1 in every element, w = {1, 2^-8, 0, 0}, {1, 3*2^-8, 0, 0} or
+  // {1, 2^-9, 2^-9, 2^-9} by token: the float sums 1 + 2^-8 and 1 + 3*2^-8
+  // are ties (to even: 1 and 1 + 2^-6; truncation would give 1 + 2^-7 for
+  // the second) and 1 + 3*2^-9 rounds up to 1 + 2^-7 only when summed in
+  // float and rounded once (a sum rounded to bf16 after each addition stays
+  // 1: 1 + 2^-9 is below the middle). One token's row is NaN: its out is
+  // NaN, the others' unaffected.
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  using moonep::bf16;
+  const Step s = synthetic_step(Config{4, 16, 4, 12, 4, 4}, 1.5, 11, false);
+  const Config& c = s.c;
+  const std::int64_t nvs = c.slots();
+  moonep::InProcessWorld<Mem> world(c.ranks);
+  TestType planner(c, world);
+  REQUIRE(plan_step(planner, s) == "");
+  PerRank<bf16> x = filled<bf16>(c, std::int64_t{c.tokens} * kHidden, 1.0);
+  for (int h = 0; h < kHidden; ++h) x[2][5 * kHidden + h] = bf16(std::numeric_limits<float>::quiet_NaN());
+  const std::vector<std::vector<float>> pattern = {
+      {1.0f, 0x1p-8f, 0.0f, 0.0f}, {1.0f, 0x3p-8f, 0.0f, 0.0f}, {1.0f, 0x1p-9f, 0x1p-9f, 0x1p-9f}};
+  const std::vector<std::uint16_t> want_bits = {0x3f80, 0x3f82, 0x3f81};
+  PerRank<float> w(c.ranks);
+  for (int r = 0; r < c.ranks; ++r)
+    for (int t = 0; t < c.tokens; ++t)
+      for (int k = 0; k < c.topk; ++k) w[r].push_back(pattern[t % 3][k]);
+  PerRank<bf16> recv = filled<bf16>(c, nvs * kHidden, kSentinel), out = filled<bf16>(c, c.tokens * kHidden, kSentinel);
+  PerRank<float> recv_w = filled<float>(c, nvs, kSentinel);
+  moonep::dispatch_reference(s.plan, kHidden, x, w, recv, recv_w);
+  moonep::combine_reference<bf16>(s.plan, kHidden, recv, &w, out);
+
+  moonep::InProcessLayer<bf16, Exec> layer(c, kHidden);
+  const auto recv_v = to_view<bf16, Mem>(filled<bf16>(c, nvs * kHidden, kSentinel), nvs, kHidden);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> recv_w_v("recv_w", c.ranks, nvs);
+  const auto out_v = to_view<bf16, Mem>(filled<bf16>(c, c.tokens * kHidden, kSentinel), c.tokens, kHidden);
+  layer.dispatch(planner.last_plan(), to_view<bf16, Mem>(x, c.tokens, kHidden), to_view<float, Mem>(w, c.tokens, c.topk),
+                 recv_v, recv_w_v);
+  layer.combine(planner.last_plan(), recv_v, recv_w_v, out_v);
+  Kokkos::fence();
+  const PerRank<bf16> got = from_view(out_v);
+  // The reference's bits, but for NaN's payload: which quiet NaN an
+  // arithmetic NaN gets is the hardware's (x86 keeps the input's 0x7fc0,
+  // a GPU gives its canonical 0x7fff); only NaN-ness is the contract's.
+  std::int64_t differing = 0;
+  for (int r = 0; r < c.ranks; ++r)
+    for (std::size_t i = 0; i < got[r].size(); ++i) {
+      const bool both_nan = std::isnan(static_cast<float>(got[r][i])) && std::isnan(static_cast<float>(out[r][i]));
+      if (!both_nan && got[r][i].bits != out[r][i].bits) ++differing;
+    }
+  CHECK(differing == 0);
+  for (int r = 0; r < c.ranks; ++r)
+    for (int t = 0; t < c.tokens; ++t)
+      for (int h = 0; h < kHidden; ++h) {
+        INFO("rank " << r << " token " << t);
+        const bf16 v = got[r][t * kHidden + h];
+        if (r == 2 && t == 5) CHECK(std::isnan(static_cast<float>(v)));
+        else CHECK(v.bits == want_bits[t % 3]);
+      }
 }
 
 TEMPLATE_LIST_TEST_CASE("the portable layer refuses views and plans that do not fit it", "[layer][portable]",

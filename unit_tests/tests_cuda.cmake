@@ -27,6 +27,11 @@ if(MoonEP_HAVE_CUDA)
   # (the latter needs VirtualRankLayer's backward).
   moonep_add_cuda_test(test_cuda_moe_layer test_cuda_moe_layer.cpp)
   moonep_add_cuda_test(test_cuda_moe_layer_backward test_cuda_moe_layer_backward.cpp)
+  # The same on a GPU world held by one process (every rank on device 0):
+  # fetch and reduce against the reference, the MoE layer against the
+  # direct layer.
+  moonep_add_cuda_test(test_gpu_world_expert_copies test_gpu_world_expert_copies.cpp)
+  moonep_add_cuda_test(test_gpu_world_moe_layer test_gpu_world_moe_layer.cpp)
   # Planner<Kokkos::Cuda> itself (both paths) is tested by the
   # test_portable_* binaries of a build against a CUDA-enabled Kokkos; over
   # a GPU world (moonep::OnGpuWorld) by test_gpu_world_planner, in such a

@@ -12,3 +12,5 @@ moonep_add_test(test_npy test_npy.cpp)
 include(${CMAKE_CURRENT_LIST_DIR}/layer_cli/tests_layer_cli.cmake)
 # The portable dispatch and combine (moonep/layer.hpp) against the reference.
 moonep_add_test(test_layer_portable test_layer_portable.cpp)
+# The one layer interface (moonep/impl/layer_concept.hpp) and its refusals.
+moonep_add_test(test_layer_concept test_layer_concept.cpp)

@@ -6,15 +6,20 @@
 //      GEMM per group, combine; backward: combine's backward, the GEMMs'
 //      backward, dispatch's backward, reduce the copies' gradients
 //
-// and the same layer computed directly (direct_layer.hpp). Prints a short
-// report and exits 1 when out, gX, gw or any expert's gradient differs from
-// the direct layer by more than 1e-12 (relative to the largest value), so
-// CTest fails on a wrong plan or a wrong use of it.
+// and the same layer computed directly (direct_layer.hpp). In a MoonEP
+// built with CUDA the layer runs on a GPU world instead
+// (gpu_world_layer.hpp: moonep::cuda::GpuWorld plans, GpuWorldMoeLayer runs
+// it with cuBLAS GEMMs), and the example exits 77 (CTest: skipped) where no
+// GPU is visible. Prints a short report and exits 1 when out, gX, gw or any
+// expert's gradient differs from the direct layer by more than 1e-12
+// (relative to the largest value), so CTest fails on a wrong plan or a
+// wrong use of it.
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <moonep/moe_layer.hpp>
@@ -22,6 +27,9 @@
 
 #include "direct_layer.hpp"
 #include "moe_data.hpp"
+#if MOONEP_HAVE_CUDA
+#include "gpu_world_layer.hpp"
+#endif
 
 namespace {
 
@@ -40,6 +48,24 @@ double relative_error(const Got& got_view, const HostArray3& want) {
   return ref > 0 ? err / ref : INFINITY;
 }
 
+// The report's table: each rank's entries under plain EP, the slots it
+// fills and the copies it fetches.
+void print_ranks(const moonep::Config& c, const moonep::Routing& routing, const std::vector<moonep::HostRankPlan>& plan) {
+  const int epn = c.experts_per_rank();
+  std::printf("rank | plain EP | received | copies fetched\n");
+  std::vector<long> before(c.ranks, 0);
+  for (const auto& row : routing)
+    for (const std::int32_t e : row) ++before[e / epn];
+  for (int d = 0; d < c.ranks; ++d) {
+    const moonep::HostRankPlan& h = plan[d];
+    const long received = std::count_if(h.src_info.begin(), h.src_info.end(), [](std::int32_t v) { return v >= 0; });
+    const long fetched = std::count_if(h.experts_to_copy.begin() + d * c.copy_slots,
+                                       h.experts_to_copy.begin() + (d + 1) * c.copy_slots,
+                                       [](std::int32_t e) { return e >= 0; });
+    std::printf("%4d | %8ld | %8ld | %ld\n", d, before[d], received, fetched);
+  }
+}
+
 int run() {
   // Small sizes: 4 ranks, 16 experts (4 per rank), top-4, 64 tokens per
   // rank, 2 copy slots, groups padded to 8 rows; H=32 -> H'=16, double.
@@ -49,7 +75,24 @@ int run() {
   const moonep::Routing routing = moonep::synthetic_routing(c, /*imbalance=*/1.5, /*seed=*/3);
   const LayerData data = make_layer_data(c, H, Hp);
   const Array3 grad_out = make_layer_data(c, Hp, Hp).x;  // any d out [R][S][H']
+  const Direct want = direct_layer(c, routing, data, grad_out);
+  double errors[4];
 
+#if MOONEP_HAVE_CUDA
+  std::string why;
+  if (!moonep::cuda::device_available(&why)) {
+    std::printf("example_moe_layer: MoonEP has CUDA but no GPU is visible (%s): skipped\n", why.c_str());
+    return 77;
+  }
+  const GpuWorldRun gpu = gpu_world_layer(c, routing, data, grad_out);
+  std::printf("MoE layer: %s, H=%d H'=%d, a GPU world of %d ranks on GPU 0 (moonep::cuda::GpuWorldMoeLayer), "
+              "cuBLAS GEMMs\n",
+              moonep::describe(c).c_str(), H, Hp, c.ranks);
+  print_ranks(c, routing, gpu.plan.ranks);
+  errors[0] = relative_error(gpu.out, want.out), errors[1] = relative_error(gpu.gx, want.gx);
+  errors[2] = relative_error(gpu.gw, want.gw), errors[3] = relative_error(gpu.gweights, want.gweights);
+  (void)epn;
+#else
   // Plan the step.
   std::vector<moonep::Planner<Exec>::input_view> routing_views;
   for (const auto& row : routing) {
@@ -74,22 +117,12 @@ int run() {
 
   std::printf("MoE layer: %s, H=%d H'=%d, Kokkos %s, %s GEMMs\n", moonep::describe(c).c_str(), H, Hp, Exec::name(),
               layer.gemm_name());
-  std::printf("rank | plain EP | received | copies fetched\n");
-  std::vector<long> before(c.ranks, 0);
-  for (const auto& row : routing)
-    for (const std::int32_t e : row) ++before[e / epn];
-  for (int d = 0; d < c.ranks; ++d) {
-    const moonep::HostRankPlan h = plan.to_host(d);
-    const long received = std::count_if(h.src_info.begin(), h.src_info.end(), [](std::int32_t v) { return v >= 0; });
-    const long fetched = std::count_if(h.experts_to_copy.begin() + d * c.copy_slots,
-                                       h.experts_to_copy.begin() + (d + 1) * c.copy_slots,
-                                       [](std::int32_t e) { return e >= 0; });
-    std::printf("%4d | %8ld | %8ld | %ld\n", d, before[d], received, fetched);
-  }
-
-  const Direct want = direct_layer(c, routing, data, grad_out);
-  const double errors[] = {relative_error(out, want.out), relative_error(gx, want.gx), relative_error(gw, want.gw),
-                           relative_error(gweights, want.gweights)};
+  std::vector<moonep::HostRankPlan> ranks;
+  for (int d = 0; d < c.ranks; ++d) ranks.push_back(plan.to_host(d));
+  print_ranks(c, routing, ranks);
+  errors[0] = relative_error(out, want.out), errors[1] = relative_error(gx, want.gx);
+  errors[2] = relative_error(gw, want.gw), errors[3] = relative_error(gweights, want.gweights);
+#endif
   std::printf("max |layer - direct| / max |direct|: out %.3g, gX %.3g, gw %.3g, gW %.3g (tolerance 1e-12): ",
               errors[0], errors[1], errors[2], errors[3]);
   const bool ok = std::all_of(std::begin(errors), std::end(errors), [](double e) { return e <= 1e-12; });

@@ -7,8 +7,9 @@
 //
 // Parameters are Q values per expert, of the layer's element type:
 // P [R][epn][Q] (rank h's own experts, P_h[j] = expert h*epn + j) and
-// copies [R][B][Q]. Views in, views out, one execution space instance;
-// nothing is allocated per step and the kernels are enqueued without a
+// copies [R][B][Q]; T is float, double or moonep::bf16 (copies move as
+// bits, reduce sums in accum_t<T> and rounds once). Views in, views out,
+// one execution space instance; nothing is allocated per step and the kernels are enqueued without a
 // fence, with one exception that must stay true of every path: a plan
 // whose rank would run a remote expert that is not copied is refused
 // before anything moves, and only a configuration with B < epn can hold
@@ -34,8 +35,7 @@ namespace moonep {
 
 template <class T, class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 class InProcessExpertCopies {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "InProcessExpertCopies: T is float or double");
+  static_assert(is_layer_element_v<T>, "InProcessExpertCopies: T is float, double or moonep::bf16");
 
  public:
   using execution_space = ExecutionSpace;
@@ -92,12 +92,12 @@ class InProcessExpertCopies {
       Kokkos::parallel_for(
           "moonep::layer::reduce", policy(exec_, 0, epn * Q), KOKKOS_LAMBDA(const std::int64_t n) {
             const std::int64_t j = n / Q, q = n % Q, e = h * epn + j;
-            accum_type acc = grad_experts(h, j, q);
+            accum_type acc = static_cast<accum_type>(grad_experts(h, j, q));
             bool copied = false;
             for (std::int64_t d = 0; d < R; ++d)
               for (std::int64_t b = 0; b < B; ++b)
                 if (table(d, b) == e) {
-                  acc += accum_type(grad_copies(d, b, q));
+                  acc += static_cast<accum_type>(grad_copies(d, b, q));
                   copied = true;
                 }
             if (copied) grad_experts(h, j, q) = static_cast<T>(acc);

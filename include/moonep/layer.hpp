@@ -21,8 +21,11 @@
 // (prologue, increasing k), and each source adds its primaries' partial
 // rows in increasing k, rounding to T once.
 //
-// T: float or double (bfloat16 on the host is the reference's; Kokkos 3.4
-// has no device bfloat16).
+// T: float, double or moonep::bf16 (moonep/bf16.hpp: a 16-bit struct whose
+// conversions are host and device functions, so the same type on every
+// Kokkos version and execution space). Rows move as T's bits; every sum is
+// in accum_t<T> (float for bf16) and rounded to T once, bf16 to nearest
+// even with NaN kept (the conversions of moonep::bf16).
 //
 // Whatever the plan's views hold, no kernel reads or writes outside a
 // buffer: every slot, rank, range and dup index is checked where it is used
@@ -36,6 +39,7 @@
 #include "moonep/error.hpp"
 #include "moonep/impl/exact_arith.hpp"
 #include "moonep/impl/in_process_plan_check.hpp"
+#include "moonep/impl/layer_concept.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/planner.hpp"
 
@@ -58,11 +62,12 @@ KOKKOS_INLINE_FUNCTION void for_each_duplicate(const Groups& groups, const Loffs
 
 template <class T, class ExecutionSpace = Kokkos::DefaultExecutionSpace>
 class InProcessLayer {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "InProcessLayer: T is float or double");
+  static_assert(is_layer_element_v<T>, "InProcessLayer: T is float, double or moonep::bf16");
 
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
+  using element_type = T;
   using weight_type = weight_t<T>;
   using accum_type = accum_t<T>;
   // [R][rows][H]: x and out (rows S), recv and y (rows NvS).
@@ -147,7 +152,8 @@ class InProcessLayer {
                    KOKKOS_LAMBDA(std::int64_t i, std::int64_t, std::int64_t d, std::int64_t loff, bool) {
                      accum_type dot = 0;
                      for (std::int64_t h = 0; h < H; ++h)
-                       dot += impl::product_rn(accum_type(grad_out(r, i / K, h)), accum_type(y(d, loff, h)));
+                       dot += impl::product_rn(static_cast<accum_type>(grad_out(r, i / K, h)),
+                                               static_cast<accum_type>(y(d, loff, h)));
                      grad_w(r, i / K, i % K) = dot;
                    });
   }
@@ -198,7 +204,8 @@ class InProcessLayer {
             const std::int64_t src = src_info(s);
             if (src < 0 || src >= R * nvs || (src % nvs) >= S * K) return;
             const T g = grad_out(src / nvs, (src % nvs) / K, h);
-            grad_y(d, s, h) = weighted ? static_cast<T>(accum_type(recv_w(d, s)) * accum_type(g)) : g;
+            grad_y(d, s, h) =
+                weighted ? static_cast<T>(accum_type(recv_w(d, s)) * static_cast<accum_type>(g)) : g;
           });
       zero_padding("moonep::layer::combine_backward_padding", plan.ranks[d], d, grad_y, slot_weights_view());
     }
@@ -237,7 +244,7 @@ class InProcessLayer {
           const std::int64_t to = from + zero_fill(g, 1) > nvs ? nvs : from + zero_fill(g, 1);
           for (std::int64_t s = from; s < to; ++s) {
             if (with_weights) weights(d, s) = weight_type(0);
-            for (std::int64_t h = 0; h < H; ++h) rows(d, s, h) = T(0);
+            for (std::int64_t h = 0; h < H; ++h) rows(d, s, h) = static_cast<T>(0.0f);
           }
         });
   }
@@ -282,7 +289,7 @@ class InProcessLayer {
           "moonep::layer::combine_weigh", policy(exec_, 0, nvs * H), KOKKOS_LAMBDA(const std::int64_t n) {
             const std::int64_t s = n / H, h = n % H;
             if (src_info(s) < 0) return;
-            const accum_type v = y(d, s, h);
+            const accum_type v = static_cast<accum_type>(y(d, s, h));
             partial(d, s, h) = weighted ? accum_type(recv_w(d, s)) * v : v;
           });
       // 2. Prologue: partial(p) = partial(p) + partial(q) for the duplicates
@@ -348,5 +355,11 @@ class InProcessLayer {
   ExecutionSpace exec_;
   Kokkos::View<accum_type***, Kokkos::LayoutRight, memory_space> partial_;
 };
+
+// The layer interface every view-based layer offers (caller's receive
+// buffers), for each element type.
+MOONEP_ASSERT_LAYER(InProcessLayer<float, Kokkos::DefaultHostExecutionSpace>);
+MOONEP_ASSERT_LAYER(InProcessLayer<double, Kokkos::DefaultExecutionSpace>);
+MOONEP_ASSERT_LAYER(InProcessLayer<bf16, Kokkos::DefaultExecutionSpace>);
 
 }  // namespace moonep

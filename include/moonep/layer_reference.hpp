@@ -30,6 +30,10 @@ template <class T>
 using accum_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <class T>
 using weight_t = accum_t<T>;
+// The layer's element types: float, double and moonep::bf16.
+template <class T>
+inline constexpr bool is_layer_element_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, bf16>;
 
 template <class V>
 using PerRank = std::vector<std::vector<V>>;

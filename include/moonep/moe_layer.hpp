@@ -16,8 +16,10 @@
 // memory spaces only: Kokkos Kernels 3.x takes no execution space instance,
 // so the layer fences its instance around them); otherwise, or with
 // GemmKind::portable, a simple Kokkos kernel per group on the instance,
-// accumulating in accum_t<T>. Either way every GEMM value is one rounding
-// of a sum in T's accumulation type; only the summation order may differ.
+// accumulating in accum_t<T> (bfloat16, moonep::bf16, always takes this
+// kernel: float sums, one rounding to bf16). Either way every GEMM value is
+// one rounding of a sum in T's accumulation type; only the summation order
+// may differ.
 //
 // What must stay true: the GEMMs are launched from the host, so each step
 // reads the plan's group sizes (cu_seqlens, R*(E+B) values) on the host into
@@ -30,6 +32,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if MOONEP_GEMM_WITH_KOKKOSKERNELS
@@ -61,9 +64,11 @@ class InProcessMoeLayer {
   using const_params_view = typename copies_type::const_params_view;
   using plan_type = Plan<memory_space>;
 
+  // Kokkos Kernels for float and double on host memory; bfloat16 always
+  // takes the portable kernel (moonep::bf16 is not a Kokkos Kernels scalar).
   static constexpr bool kokkos_kernels_gemm =
 #if MOONEP_GEMM_WITH_KOKKOSKERNELS
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible && !std::is_same_v<T, bf16>;
 #else
       false;
 #endif
@@ -131,8 +136,8 @@ class InProcessMoeLayer {
     read_groups(plan, "backward");
     copies_.check_runnable(plan);
     out_.combine_backward(plan, grad_out, y_, recv_w_, grad_y_, grad_w);
-    Kokkos::deep_copy(exec_, grad_experts, T(0));
-    Kokkos::deep_copy(exec_, grad_copies_, T(0));
+    Kokkos::deep_copy(exec_, grad_experts, static_cast<T>(0.0f));
+    Kokkos::deep_copy(exec_, grad_copies_, static_cast<T>(0.0f));
     run_gemms(experts, Pass::backward, grad_experts);
     in_.dispatch_backward(plan, grad_recv_, grad_x);
     copies_.reduce(plan, grad_copies_, grad_experts);

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "moonep/impl/layer_concept.hpp"
 #include "moonep/layer_reference.hpp"
 #include "moonep/mpi_world.hpp"
 #include "moonep/planner.hpp"
@@ -88,8 +89,11 @@ class MpiLayer {
                 "MpiLayer: T is float, double or moonep::bf16");
 
  public:
+  using element_type = T;
   using weight_type = weight_t<T>;
   using accum_type = accum_t<T>;
+  using memory_space = Kokkos::HostSpace;
+  using plan_type = MpiLayerPlan;
   template <class V>
   using host_view = Kokkos::View<V, Kokkos::LayoutRight, Kokkos::HostSpace>;
   using rows_view = host_view<T**>;                // [rows][H]
@@ -153,5 +157,11 @@ class MpiLayer {
 extern template class MpiLayer<float>;
 extern template class MpiLayer<double>;
 extern template class MpiLayer<bf16>;
+
+// The layer interface every view-based layer offers (its own receive
+// buffers in the window: recv(), recv_w()), for each element type.
+MOONEP_ASSERT_LAYER(MpiLayer<float>);
+MOONEP_ASSERT_LAYER(MpiLayer<double>);
+MOONEP_ASSERT_LAYER(MpiLayer<bf16>);
 
 }  // namespace moonep

@@ -6,8 +6,12 @@
 // in the world's symmetric memory, each source storing its rows straight
 // into the destinations' buffers. Identity experts (y = recv, and in the
 // backward grad_recv = grad_y), any --dtype; the same bits as the
-// reference. Compiled only when MoonEP has CUDA
-// (layer_gpu_world_unavailable.cpp otherwise).
+// reference. With --experts, moonep::cuda::GpuWorldMoeLayer
+// (moonep/gpu_world_moe_layer.hpp: fetch from the owners' symmetric
+// memory, dispatch, one cuBLAS GEMM per group on its rank's device,
+// combine, and the backward down to reduce): the GEMMs sum in cuBLAS's
+// order, so only exact data gives the reference's bits. Compiled only when
+// MoonEP has CUDA (layer_gpu_world_unavailable.cpp otherwise).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
 #include "moonep/gpu_world_layer.hpp"
+#include "moonep/gpu_world_moe_layer.hpp"
 
 namespace moonep::tools {
 
@@ -84,6 +89,50 @@ cuda::Element element_of(LayerDtype d) {
                                   : (d == LayerDtype::bfloat16 ? cuda::Element::bf16 : cuda::Element::f32);
 }
 
+// The linear layer (--experts) on the planned step: rank h's experts
+// P_h [epn][Q] (M [E][H][H'] from expert h*epn on) written into the
+// layer's symmetric memory.
+template <class T>
+LayerResults linear(const LayerInputs& in, LayerDtype dtype, cuda::GpuWorld& world, const std::vector<int>& devices,
+                    cudaStream_t origin) {
+  using W = weight_t<T>;
+  const Config& c = in.problem.config;
+  const int R = c.ranks;
+  const std::size_t S = static_cast<std::size_t>(c.tokens), K = static_cast<std::size_t>(c.topk),
+                    H = static_cast<std::size_t>(in.hidden), O = static_cast<std::size_t>(in.hidden_out),
+                    nvs = static_cast<std::size_t>(c.slots()), PQ = static_cast<std::size_t>(c.experts_per_rank()) * H * O;
+  const bool training = in.grad_out != nullptr;
+  cuda::GpuWorldMoeLayer layer(world, in.hidden, in.hidden_out, element_of(dtype), training);
+  PerRankArrays<T> x, out, g, gx, gm;
+  PerRankArrays<W> w, gw;
+  for (int r = 0; r < R; ++r) {
+    const std::vector<T> p = part<T>(in.experts->values, r, PQ);
+    ok(cudaMemcpy(layer.experts(r), p.data(), PQ * sizeof(T), cudaMemcpyHostToDevice), "copying a rank's experts");
+    x.add(std::make_unique<RankArray<T>>(devices[r], part<T>(in.x.values, r, S * H).data(), S * H));
+    w.add(std::make_unique<RankArray<W>>(devices[r], part<W>(in.w.values, r, S * K).data(), S * K));
+    out.add(std::make_unique<RankArray<T>>(devices[r], S * O));
+    if (training) {
+      g.add(std::make_unique<RankArray<T>>(devices[r], part<T>(in.grad_out->values, r, S * O).data(), S * O));
+      gx.add(std::make_unique<RankArray<T>>(devices[r], S * H));
+      gw.add(std::make_unique<RankArray<W>>(devices[r], S * K));
+      gm.add(std::make_unique<RankArray<T>>(devices[r], PQ));
+    }
+  }
+  ok(cudaSetDevice(devices[0]), "cudaSetDevice");
+  layer.forward(x.in(), w.in(), out.out(), origin);  // refuses an unrunnable plan before anything moves
+  if (training) layer.backward(g.in(), gx.out(), gw.out(), gm.out(), origin);
+  ok(cudaStreamSynchronize(origin), "running the step");
+  LayerResults res;
+  for (int r = 0; r < R; ++r) append<T>(res.out, out.ptrs[static_cast<std::size_t>(r)], S * O);
+  for (int d = 0; d < R; ++d) append<T>(res.recv, layer.layer().recv(d), nvs * H);
+  if (training) {
+    for (int r = 0; r < R; ++r) append<T>(res.grad_x, gx.ptrs[static_cast<std::size_t>(r)], S * H);
+    for (int r = 0; r < R; ++r) append<W>(res.grad_w, gw.ptrs[static_cast<std::size_t>(r)], S * K);
+    for (int r = 0; r < R; ++r) append<T>(res.grad_experts, gm.ptrs[static_cast<std::size_t>(r)], PQ);
+  }
+  return res;
+}
+
 template <class T>
 LayerResults compute(const LayerInputs& in, LayerDtype dtype, const std::vector<int>& devices) {
   using W = weight_t<T>;
@@ -123,6 +172,7 @@ LayerResults compute(const LayerInputs& in, LayerDtype dtype, const std::vector<
              p.tokens_per_expert ? reinterpret_cast<const std::int32_t* const*>(tpe.in()) : nullptr, origin,
              p.tokens_per_rank ? reinterpret_cast<const std::int32_t* const*>(counts.in()) : nullptr, lengths.data());
   world.check();  // the problem was validated when read; this surfaces anything else
+  if (in.experts) return linear<T>(in, dtype, world, devices, origin);
 
   const bool training = in.grad_out != nullptr;
   cuda::GpuWorldLayer layer(world, in.hidden, in.hidden, element_of(dtype), training);
@@ -166,7 +216,6 @@ LayerResults compute(const LayerInputs& in, LayerDtype dtype, const std::vector<
 }  // namespace
 
 LayerResults gpu_world_layer(const LayerInputs& in, LayerDtype dtype, const std::vector<int>& listed) {
-  if (in.experts) throw InputError("--world gpu runs identity experts only in this build: leave out --experts");
   std::string why;
   if (!cuda::device_available(&why)) throw RuntimeError("--world gpu: " + why);
   int visible = 0;

@@ -56,7 +56,7 @@ std::string layer_usage() {
          "                       bf16 (inputs rounded to it, accumulation in float or double)\n"
          "  --backend NAME       reference (default: the executable spec, on the host) or\n"
          "                       portable (the Kokkos planner and layer on Kokkos' default\n"
-         "                       execution space; float or double) or cuda (a build with\n"
+         "                       execution space; any --dtype) or cuda (a build with\n"
          "                       CUDA: every rank a virtual rank on the current GPU, the\n"
          "                       CUDA planner and layer, cuBLAS GEMMs; any --dtype)\n"
          "  --world NAME         inprocess (default: every rank in this process) or mpi (under\n"
@@ -65,8 +65,8 @@ std::string layer_usage() {
          "                       $MOONEP_MPI_WORLD: auto, shared or rma; waits bounded by\n"
          "                       $MOONEP_MPI_TIMEOUT), or gpu (a build with CUDA: rank r on\n"
          "                       its own GPU, one process holding every rank: the GPU world's\n"
-         "                       planner and layer, slot buffers in its symmetric memory;\n"
-         "                       identity experts; any --dtype)\n"
+         "                       planner and layer, slot buffers and experts in its\n"
+         "                       symmetric memory, cuBLAS GEMMs; any --dtype)\n"
          "  --devices LIST       with --world gpu: rank r on the (r mod n)-th device of LIST\n"
          "                       (comma-separated; default every visible GPU)\n"
          "  --help, --version\n"
@@ -152,8 +152,6 @@ LayerOptions parse_layer_options(int argc, char* argv[]) {
   if (o.world == LayerWorld::gpu && o.backend_given)
     usage_error("--world gpu runs its own layer (moonep::cuda::GpuWorldLayer); leave out --backend");
   if (!o.devices.empty() && o.world != LayerWorld::gpu) usage_error("--devices is for --world gpu");
-  if (o.backend == LayerBackend::portable && o.dtype == LayerDtype::bfloat16)
-    usage_error("--dtype bf16 runs on --backend reference only (the portable layer takes float or double)");
   for (const char* required : {"--input", "--x", "--weights", "--output"})
     if (files[required]->empty()) usage_error(std::string("missing ") + required);
   if (!o.grad_experts.empty() && o.experts.empty()) usage_error("--grad-experts needs --experts");

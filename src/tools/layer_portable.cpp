@@ -5,7 +5,8 @@
 // is the default and MoonEP has it) and applied by
 // moonep::InProcessLayer (moonep/layer.hpp), or with --experts by
 // moonep::InProcessMoeLayer (moonep/moe_layer.hpp) with its portable GEMM
-// kernel, whose summation order layer_linear.cpp follows. Its files are
+// kernel, whose summation order layer_linear.cpp follows. Every --dtype:
+// float, double and bf16 (moonep::bf16, as the reference backend). Its files are
 // bit-identical to the reference backend's (the CLI tests compare both
 // with the same direct layer on exact data).
 #include <Kokkos_Core.hpp>
@@ -36,14 +37,19 @@ Rows<V> to_view(const char* label, const std::vector<double>& values, std::int64
                 std::int64_t m) {
   Rows<V> v(std::string(label), r, n, m);
   auto h = Kokkos::create_mirror_view(v);
-  for (std::int64_t i = 0; i < r * n * m; ++i) h.data()[i] = static_cast<V>(values[i]);
+  // Through the accumulation type, as the reference backend rounds its
+  // inputs (bf16 from float; float and double directly).
+  for (std::int64_t i = 0; i < r * n * m; ++i) h.data()[i] = static_cast<V>(static_cast<accum_t<V>>(values[i]));
   Kokkos::deep_copy(v, h);
   return v;
 }
 template <class View>
 std::vector<double> to_values(const View& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<double>(h.data(), h.data() + h.size());
+  std::vector<double> out(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i)
+    out[i] = static_cast<double>(static_cast<accum_t<typename View::non_const_value_type>>(h.data()[i]));
+  return out;
 }
 
 Kokkos::View<const std::int32_t*, Mem> int_view(const std::vector<std::int32_t>& host) {
@@ -125,7 +131,12 @@ LayerResults portable_layer(const LayerInputs& in, LayerDtype dtype) {
   // Started after every input was read and checked: an input error stays
   // the only line on standard error. Every view dies before finalize.
   KokkosSession session("moonep-layer", {});
-  return dtype == LayerDtype::float64 ? compute<double>(in) : compute<float>(in);
+  switch (dtype) {
+    case LayerDtype::float64: return compute<double>(in);
+    case LayerDtype::bfloat16: return compute<bf16>(in);
+    case LayerDtype::float32: break;
+  }
+  return compute<float>(in);
 }
 
 }  // namespace moonep::tools

@@ -42,13 +42,18 @@ moonep_layer_cli_test(fine_bf16 MAKE "${_step}|fine" ARGS "${_all}|--dtype|bf16"
 moonep_layer_cli_test(fine_float MAKE "${_step}|fine" ARGS "${_all}" CHECK float)
 moonep_layer_cli_test(ragged MAKE "${_step}|ragged" ARGS "${_all}" CHECK float)
 # The portable backend (the Kokkos planner and InProcessLayer) against the
-# same direct layer: full, ragged, R = 1, fine data, float and double.
-foreach(dtype float double)
+# same direct layer: full, ragged, R = 1, fine data, every element type
+# (bf16: the exact sums rounded once to nearest even, as the reference's).
+foreach(dtype float double bf16)
   moonep_layer_cli_test(portable_${dtype} MAKE "${_step}|fine" ARGS "${_all}|--backend|portable|--dtype|${dtype}"
     CHECK ${dtype})
 endforeach()
 moonep_layer_cli_test(portable_ragged MAKE "${_step}|ragged" ARGS "${_all}|--backend|portable" CHECK float)
 moonep_layer_cli_test(portable_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|portable" CHECK float)
+moonep_layer_cli_test(portable_bf16_ragged MAKE "${_step}|ragged" ARGS "${_all}|--backend|portable|--dtype|bf16"
+  CHECK bf16)
+moonep_layer_cli_test(portable_bf16_one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|portable|--dtype|bf16"
+  CHECK bf16)
 moonep_layer_cli_test(one_rank MAKE "1|4|3|9|1|2|3|5" ARGS "${_all}|--backend|reference|--world|inprocess" CHECK float)
 
 set(_bad_out "${_in}|--output|@W@/out.npy")
@@ -77,8 +82,6 @@ else()
   moonep_layer_cli_test(backend_cuda MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|cuda"
     EXPECT_STDERR "--backend cuda is not available in this build of moonep-layer: MoonEP was built without CUDA")
 endif()
-moonep_layer_cli_test(portable_bf16 MAKE ${_step} EXPECT_RC 2 ARGS "${_bad_out}|--backend|portable|--dtype|bf16"
-  EXPECT_STDERR "--dtype bf16 runs on --backend reference only")
 if(MoonEP_HAVE_CUDA)
   # The GPU world (GpuWorld and GpuWorldLayer, every rank on device 0)
   # against the same direct layer, bit for bit.
@@ -112,31 +115,36 @@ moonep_layer_cli_test(output_directory MAKE ${_step} EXPECT_RC 1
 
 # Linear experts (--experts M.npy, H' = 3): out, gx, gw and every expert's
 # gradient against the direct linear layer, on exact data, every backend
-# (cuda: VirtualRankMoeLayer, its cuBLAS GEMMs exact on this data too).
+# (cuda: VirtualRankMoeLayer, its cuBLAS GEMMs exact on this data too) and
+# the GPU world (gpu_world: GpuWorldMoeLayer, every rank on device 0).
 set(_lin "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy|--grad-out|@W@/g.npy|--grad-x|@W@/gx.npy|--grad-weights|@W@/gw.npy|--grad-experts|@W@/gM.npy")
 set(_linear_backends reference portable)
 if(MoonEP_HAVE_CUDA)
-  list(APPEND _linear_backends cuda)
+  list(APPEND _linear_backends cuda gpu_world)
 endif()
 foreach(backend IN LISTS _linear_backends)
   set(_gpu "")
+  set(_where "--backend|${backend}")
   if(backend STREQUAL "cuda")
     set(_gpu NEEDS_GPU)
+  elseif(backend STREQUAL "gpu_world")
+    set(_gpu NEEDS_GPU)
+    set(_where "--world|gpu|--devices|0")
   endif()
   foreach(dtype float double)
-    moonep_layer_cli_test(linear_${backend}_${dtype} MAKE "${_step}|linear" ARGS "${_lin}|--backend|${backend}|--dtype|${dtype}"
+    moonep_layer_cli_test(linear_${backend}_${dtype} MAKE "${_step}|linear" ARGS "${_lin}|${_where}|--dtype|${dtype}"
       CHECK ${dtype} ${_gpu})
   endforeach()
-  moonep_layer_cli_test(linear_${backend}_ragged MAKE "${_step}|linear-ragged" ARGS "${_lin}|--backend|${backend}"
+  moonep_layer_cli_test(linear_${backend}_ragged MAKE "${_step}|linear-ragged" ARGS "${_lin}|${_where}"
     CHECK float ${_gpu})
   # B = 2 < epn = 4, every remote expert still copied.
-  moonep_layer_cli_test(linear_${backend}_small_b MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}|--backend|${backend}"
+  moonep_layer_cli_test(linear_${backend}_small_b MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}|${_where}"
     CHECK float ${_gpu})
-  moonep_layer_cli_test(linear_${backend}_one_rank MAKE "1|4|3|9|1|2|3|5|linear" ARGS "${_lin}|--backend|${backend}"
+  moonep_layer_cli_test(linear_${backend}_one_rank MAKE "1|4|3|9|1|2|3|5|linear" ARGS "${_lin}|${_where}"
     CHECK float ${_gpu})
   # B = 1 < epn = 8: rank 1 would run expert 25, which it holds no copy of.
   moonep_layer_cli_test(linear_${backend}_uncopied MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2
-    ARGS "${_lin}|--backend|${backend}" EXPECT_STDERR "rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
+    ARGS "${_lin}|${_where}" EXPECT_STDERR "rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
     ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy" ${_gpu})
 endforeach()
 moonep_layer_cli_test(experts_shape MAKE "${_step}|linear" EXPECT_RC 2

@@ -4,7 +4,8 @@
 // argument checks, and each operation as two phases of one launch per rank
 // on the world's rank streams, forked from `origin`, a barrier of events
 // between the phases (every rank's first phase done before any rank's
-// second starts), joined back into `origin`. Kernels: world_kernels.cuh.
+// second starts), joined back into `origin` (impl::WorldFork,
+// world_fork.hpp). Kernels: world_kernels.cuh.
 //
 //   dispatch          sources: world_scatter (x -> primaries' recv slots,
 //                     w -> every entry's recv_w) | destinations:
@@ -31,6 +32,7 @@
 #include "../host_checks.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_layer.hpp"
+#include "world_fork.hpp"
 #include "world_kernels.cuh"
 
 namespace moonep::cuda {
@@ -78,32 +80,17 @@ struct GpuWorldLayer::State {
   bool training = false;
   int H = 0, Hout = 0;
   std::vector<int> devices;
-  std::vector<cudaStream_t> streams;
   std::vector<DeviceRankPlan> plans;
   // Offsets in each chunk (bytes); -1: not made (training buffers).
   i64 off_recv = 0, off_recv_w = 0, off_y = 0, off_partial = 0, off_gy = -1, off_grecv = -1, off_grecv_w = -1;
   impl::Vmm vmm;  // before `chunks`, which uses it
   std::unique_ptr<impl::SymmetricMapping> chunks;
-  cudaEvent_t forked = nullptr;   // on rank 0's device
-  std::vector<cudaEvent_t> done;  // per rank, on its device: its phase done
+  // The ranks' parts on the world's streams; destroyed first (it waits for
+  // every rank's stream), then the chunks.
+  std::unique_ptr<impl::WorldFork> fork;
 
   char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
   char* base(i64 off) const { return at(0, off); }
-
-  ~State() {
-    int saved = 0;
-    cudaGetDevice(&saved);
-    for (std::size_t r = 0; r < streams.size(); ++r) {
-      if (streams[r]) {
-        cudaSetDevice(devices[r]);
-        cudaStreamSynchronize(streams[r]);
-      }
-    }
-    cudaSetDevice(saved);
-    for (auto e : done) if (e) cudaEventDestroy(e);
-    if (forked) cudaEventDestroy(forked);
-    // Then the members: the chunks (after every rank's stream is idle).
-  }
 
   WorldParams params(int r, int width, bool vec16) const {
     WorldParams p{};
@@ -126,28 +113,11 @@ struct GpuWorldLayer::State {
   // `origin`.
   template <class First, class Second>
   void two_phases(cudaStream_t origin, const char* what, First&& first, Second&& second) const {
-    const int R = config.ranks;
-    {
-      DeviceScope on(devices[0]);
-      check_cuda(cudaEventRecord(forked, origin), what);
-    }
-    for (int r = 0; r < R; ++r) check_cuda(cudaStreamWaitEvent(streams[r], forked, 0), what);
-    for (int r = 0; r < R; ++r) {
-      DeviceScope on(devices[r]);
-      first(r, streams[r]);
-      check_cuda(cudaGetLastError(), what);
-      check_cuda(cudaEventRecord(done[r], streams[r]), what);
-    }
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < R; ++q)
-        if (q != r) check_cuda(cudaStreamWaitEvent(streams[r], done[q], 0), what);
-    for (int r = 0; r < R; ++r) {
-      DeviceScope on(devices[r]);
-      second(r, streams[r]);
-      check_cuda(cudaGetLastError(), what);
-      check_cuda(cudaEventRecord(done[r], streams[r]), what);
-    }
-    for (int r = 0; r < R; ++r) check_cuda(cudaStreamWaitEvent(origin, done[r], 0), what);
+    fork->fork(origin, what);
+    fork->each(what, first);
+    fork->barrier(what);
+    fork->each(what, second);
+    fork->join(origin, what);
   }
 
   void need_training(const char* op) const {
@@ -190,7 +160,6 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
   const i64 NvS = s.config.slots(), tb = element_bytes(type), ab = accum_bytes(type);
   for (int r = 0; r < R; ++r) {
     s.devices.push_back(world.device(r));
-    s.streams.push_back(world.stream(r));
     s.plans.push_back(world.rank_plan(r));
   }
   // One chunk per rank: recv | recv_w | y | partial | (grad_y | grad_recv | grad_recv_w).
@@ -209,20 +178,8 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
     s.off_grecv = take(NvS * hidden * tb);
     s.off_grecv_w = take(NvS * ab);
   }
-  std::vector<int> local(static_cast<std::size_t>(R));
-  for (int r = 0; r < R; ++r) local[r] = r;
-  s.chunks = std::make_unique<impl::SymmetricMapping>(s.vmm, s.devices, local, static_cast<std::size_t>(off), nullptr);
-  s.done.assign(static_cast<std::size_t>(R), nullptr);
-  for (int r = 0; r < R; ++r) {
-    DeviceScope on(s.devices[r]);
-    check_cuda(cudaMemset(s.chunks->chunk(r), 0, s.chunks->chunk_bytes()), "clearing a rank's layer chunk");
-    check_cuda(cudaEventCreateWithFlags(&s.done[r], cudaEventDisableTiming), "cudaEventCreate");
-    if (r == 0) check_cuda(cudaEventCreateWithFlags(&s.forked, cudaEventDisableTiming), "cudaEventCreate");
-  }
-  for (int r = 0; r < R; ++r) {
-    DeviceScope on(s.devices[r]);
-    check_cuda(cudaDeviceSynchronize(), "clearing the layer's chunks");
-  }
+  s.chunks = impl::zeroed_chunks(s.vmm, world, off);
+  s.fork = std::make_unique<impl::WorldFork>(world, false);
 }
 
 GpuWorldLayer::~GpuWorldLayer() = default;

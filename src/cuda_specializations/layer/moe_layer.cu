@@ -2,7 +2,8 @@
 // moonep::cuda::VirtualRankMoeLayer (moonep/cuda_moe_layer.hpp): the
 // buffers, the group sizes read to the host, the GEMM through cuBLAS and
 // the forward (fetch, dispatch, one GEMM per non-empty group, combine).
-// The backward is moe_layer_backward.cu.
+// The backward is moe_layer_backward.cu. Also what both CUDA MoE layers
+// share (moe_gemm.hpp: the GEMM, the cuBLAS handle, the groups' list).
 #include <cublas_v2.h>
 
 #include <cstdint>
@@ -15,28 +16,38 @@
 #include "moonep/layer_reference.hpp"
 
 namespace moonep::cuda {
-namespace {
 
 using i64 = std::int64_t;
+
+namespace impl {
 
 void check_blas(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
     throw RuntimeError(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusString(st));
 }
 
-// cuBLAS's workspace, made once so that no GEMM allocates (and a captured
-// graph holds no allocation): 32 MiB covers Hopper's largest request.
+namespace {
 constexpr i64 kWorkspaceBytes = i64{32} << 20;
-
-}  // namespace
-
-VirtualRankMoeLayer::State::~State() {
-  if (blas) cublasDestroy(blas);
-  if (host_groups) cudaFreeHost(host_groups);
 }
 
-void VirtualRankMoeLayer::State::gemm(bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
-                                      const void* b, i64 ldb, void* c, i64 ldc, cudaStream_t stream) const {
+BlasHandle::BlasHandle() {
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  workspace.allocate(kWorkspaceBytes, "allocating cuBLAS's workspace");
+  check_blas(cublasCreate(&h), "cublasCreate");
+  check_blas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_blas(cublasSetWorkspace(h, workspace.ptr, kWorkspaceBytes), "cublasSetWorkspace");
+}
+BlasHandle::~BlasHandle() {
+  if (!h) return;
+  int saved = 0;
+  cudaGetDevice(&saved);
+  cudaSetDevice(device);
+  cublasDestroy(h);
+  cudaSetDevice(saved);
+}
+
+void gemm(cublasHandle_t blas, Element type, bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
+          const void* b, i64 ldb, void* c, i64 ldc, cudaStream_t stream) {
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
   // same pointers and leading dimensions, operands swapped.
   check_blas(cublasSetStream(blas, stream), "cublasSetStream");
@@ -58,6 +69,47 @@ void VirtualRankMoeLayer::State::gemm(bool trans_a, bool trans_b, i64 m, i64 n, 
              "cublasGemmEx");
 }
 
+void refuse_uncopied(const Config& c, const std::int32_t* sizes) {
+  if (c.copy_slots >= c.experts_per_rank()) return;
+  const i64 G = c.groups();
+  HostPlan plan;
+  plan.config = c;
+  plan.ranks.resize(static_cast<std::size_t>(c.ranks));
+  for (int r = 0; r < c.ranks; ++r)
+    plan.ranks[static_cast<std::size_t>(r)].cu_seqlens.assign(sizes + r * G, sizes + (r + 1) * G);
+  check_experts_runnable(plan);
+}
+
+void list_groups(const Config& c, const std::int32_t* cu_seqlens, std::vector<MoeGroup>& groups) {
+  const i64 G = c.groups(), E = c.experts, epn = c.experts_per_rank(), nvs = c.slots();
+  groups.clear();
+  // The refusal first, in the reference's words (only B < epn can hold
+  // such a plan; the check is a loop over what was read).
+  refuse_uncopied(c, cu_seqlens);
+  const auto clip = [nvs](i64 v) { return v < 0 ? 0 : (v > nvs ? nvs : v); };
+  for (int d = 0; d < c.ranks; ++d) {
+    const std::int32_t* cu = cu_seqlens + d * G;
+    for (i64 g = 0; g < G; ++g) {
+      const i64 from = clip(g == 0 ? 0 : cu[g - 1]), to = clip(cu[g]);
+      if (to <= from) continue;
+      // An own group of an expert the rank does not own never runs (only a
+      // refused plan has one; this keeps P's index in range regardless).
+      if (g < E && g / epn != d) continue;
+      groups.push_back(MoeGroup{d, from, to - from, g < E, g < E ? g : g - E});
+    }
+  }
+}
+
+}  // namespace impl
+
+VirtualRankMoeLayer::State::~State() {
+}
+
+void VirtualRankMoeLayer::State::gemm(bool trans_a, bool trans_b, i64 m, i64 n, i64 k, const void* a, i64 lda,
+                                      const void* b, i64 ldb, void* c, i64 ldc, cudaStream_t stream) const {
+  impl::gemm(blas->h, type, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, stream);
+}
+
 VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int hidden, int hidden_out, Element type,
                                          bool training)
     : s_(std::make_unique<State>()) {
@@ -75,10 +127,10 @@ VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int 
   s.in = std::make_unique<VirtualRankLayer>(planner, hidden, type);
   s.out = std::make_unique<VirtualRankLayer>(planner, hidden_out, type);
   s.copies = std::make_unique<VirtualRankExpertCopies>(planner, s.Q(), type);
-  for (int r = 0; r < c.ranks; ++r) s.cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+  std::vector<const std::int32_t*> cu_seqlens;
+  for (int r = 0; r < c.ranks; ++r) cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
+  s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, cu_seqlens, "MoE layer");
   const i64 R = c.ranks, nvs = c.slots(), B = c.copy_slots, e = s.elem(), wbytes = type == Element::f64 ? 8 : 4;
-  impl::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&s.host_groups), R * c.groups() * sizeof(std::int32_t)),
-                   "allocating the MoE layer's group sizes on the host");
   s.groups.reserve(static_cast<std::size_t>(R * c.groups()));
   // Zeroed once (DeviceBuffer): slots no step writes read as 0.
   s.recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's recv");
@@ -90,10 +142,7 @@ VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int 
     s.grad_recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's grad_recv");
     s.grad_copies.allocate(R * B * s.Q() * e, "allocating the MoE layer's grad_copies");
   }
-  s.workspace.allocate(kWorkspaceBytes, "allocating cuBLAS's workspace");
-  check_blas(cublasCreate(&s.blas), "cublasCreate");
-  check_blas(cublasSetMathMode(s.blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  check_blas(cublasSetWorkspace(s.blas, s.workspace.ptr, kWorkspaceBytes), "cublasSetWorkspace");
+  s.blas = std::make_unique<impl::BlasHandle>();
 }
 
 VirtualRankMoeLayer::~VirtualRankMoeLayer() = default;
@@ -110,37 +159,9 @@ int VirtualRankMoeLayer::gemm_count() const { return static_cast<int>(s_->groups
 void VirtualRankMoeLayer::read_groups(cudaStream_t stream) {
   State& s = *s_;
   const Config& c = s.config;
-  const i64 G = c.groups(), E = c.experts, epn = c.experts_per_rank(), nvs = c.slots();
-  for (int r = 0; r < c.ranks; ++r)
-    impl::check_cuda(cudaMemcpyAsync(s.host_groups + r * G, s.cu_seqlens[static_cast<std::size_t>(r)],
-                                     G * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
-                     "reading the plan's group sizes");
-  impl::check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
-  // The refusal first, in the reference's words (only B < epn can hold
-  // such a plan; the check is a loop over what was just read).
-  if (c.copy_slots < epn) {
-    HostPlan groups;
-    groups.config = c;
-    groups.ranks.resize(static_cast<std::size_t>(c.ranks));
-    for (int r = 0; r < c.ranks; ++r)
-      groups.ranks[static_cast<std::size_t>(r)].cu_seqlens.assign(s.host_groups + r * G, s.host_groups + (r + 1) * G);
-    s.groups_read = false;
-    s.groups.clear();
-    check_experts_runnable(groups);
-  }
-  s.groups.clear();
-  const auto clip = [nvs](i64 v) { return v < 0 ? 0 : (v > nvs ? nvs : v); };
-  for (int d = 0; d < c.ranks; ++d) {
-    const std::int32_t* cu = s.host_groups + d * G;
-    for (i64 g = 0; g < G; ++g) {
-      const i64 from = clip(g == 0 ? 0 : cu[g - 1]), to = clip(cu[g]);
-      if (to <= from) continue;
-      // An own group of an expert the rank does not own never runs (only a
-      // refused plan has one; this keeps P's index in range regardless).
-      if (g < E && g / epn != d) continue;
-      s.groups.push_back(State::Group{d, from, to - from, g < E, g < E ? g : g - E});
-    }
-  }
+  s.group_sizes->read(stream);
+  s.groups_read = false;
+  impl::list_groups(c, s.group_sizes->sizes(), s.groups);  // refuses an unrunnable plan
   s.groups_read = true;
 }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "../device_buffer.hpp"
+#include "group_sizes.hpp"
+#include "moe_gemm.hpp"
 #include "moonep/config.hpp"
 #include "moonep/cuda_expert_copies.hpp"
 #include "moonep/cuda_layer.hpp"
@@ -26,25 +28,17 @@ struct VirtualRankMoeLayer::State {
   bool training = false;
   std::unique_ptr<VirtualRankLayer> in, out;  // dispatch side (H), combine side (H')
   std::unique_ptr<VirtualRankExpertCopies> copies;
-  std::vector<const std::int32_t*> cu_seqlens;  // each rank's, device
-  std::int32_t* host_groups = nullptr;          // pinned [R][E+B], read_groups' copy
+  std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // read_groups' copy
   bool groups_read = false;
-  impl::DeviceBuffer recv, recv_w, y, copy_buf, grad_y, grad_recv, grad_copies, workspace;
-  cublasHandle_t blas = nullptr;
+  impl::DeviceBuffer recv, recv_w, y, copy_buf, grad_y, grad_recv, grad_copies;
+  std::unique_ptr<impl::BlasHandle> blas;
   ~State();
 
   std::int64_t elem() const { return type == Element::f64 ? 8 : (type == Element::bf16 ? 2 : 4); }
   std::int64_t Q() const { return static_cast<std::int64_t>(H) * O; }
 
-  // One non-empty group of the last read_groups: rank d's slots
-  // from..from+rows (within 0..NvS) run parameters `params` (P + expert*Q
-  // or the copy slot's); `own`: an own expert (else copy slot `slot`).
-  struct Group {
-    int d;
-    std::int64_t from, rows;
-    bool own;
-    std::int64_t slot;  // expert id (own) or copy slot b
-  };
+  // The non-empty groups of the last read_groups (moe_gemm.hpp).
+  using Group = impl::MoeGroup;
   std::vector<Group> groups;  // rebuilt by read_groups, capacity made once
 
   // C = op(A) @ op(B) (beta 0) for row-major A, B, C of this layer's

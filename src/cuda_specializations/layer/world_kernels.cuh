@@ -132,7 +132,15 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
     if (kScale) s_scale[wib][lane] = (scaled >> lane) & 1u ? *slot_at(scale0, p, e.slot, 1) : A(0);
     __syncwarp();
     const T* row = from + t * p.H;
-    if (p.vec16) {
+    if (p.vec16 && !kScale) {
+      // The bits, each 16-byte piece kept in a register (scatter_kernels.cuh).
+      const int4* row4 = reinterpret_cast<const int4*>(row);
+      for (i64 j = lane; j < p.row_bytes / 16; j += 32) {
+        const int4 v = __ldg(row4 + j);
+        for (unsigned m = targets; m; m &= m - 1)
+          reinterpret_cast<int4*>(slot_at(to0, p, s_slot[wib][__ffs(m) - 1], p.H))[j] = v;
+      }
+    } else if (p.vec16) {
       for (i64 h0 = static_cast<i64>(lane) * V; h0 < p.H; h0 += 32 * V) {
         T piece[V];
         load_piece(row + h0, piece);
