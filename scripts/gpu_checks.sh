@@ -3,8 +3,9 @@
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
 # CUDA unit tests (virtual ranks and the GPU world; under mpirun one process
-# per rank: test_gpu_world_mpi, moonep-plan --world gpu, full and ragged
-# steps, plan files checked against the reference), compute-sanitizer
+# per rank: test_gpu_world_mpi, test_gpu_world_layer_mpi (with its
+# [sanitize] cases under compute-sanitizer), moonep-plan --world gpu, full
+# and ragged steps, plan files checked against the reference), compute-sanitizer
 # (memcheck, racecheck, synccheck) on the small [sanitize] tests of each
 # (they plant bad input), the kernel benchmark (BENCH=--headline: only the
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
@@ -107,6 +108,24 @@ if [ -x "$HERE/mpi/bin/test_gpu_world_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" 
     step "world_mpi_np$np" 120 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
       LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_mpi' --durations yes"
   done
+fi
+# The layer over that world (GpuWorldLayer, one process per rank: device-side
+# barriers between the processes) against the reference, at 2 and 4
+# processes, then its [sanitize] cases with each process under its own
+# compute-sanitizer (the processes' launches must still meet: a tool that
+# held them back past the cases' 60 s bound would show as a named timeout).
+if [ -x "$HERE/mpi/bin/test_gpu_world_layer_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
+  for np in 2 4; do
+    step "world_layer_mpi_np$np" 300 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+      LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_layer_mpi' --durations yes"
+  done
+  if [ -n "$SAN" ]; then
+    for tool in memcheck racecheck synccheck; do
+      step "world_layer_mpi_$tool" 300 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+        LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np 2 '$SAN' --tool $tool --error-exitcode 9 \
+        '$HERE/mpi/bin/test_gpu_world_layer_mpi' '[sanitize]'"
+    done
+  fi
 fi
 # moonep-plan --world gpu under mpirun (one process per rank): the plan
 # rank 0 writes must be the reference's (the plan checker), for the CLI

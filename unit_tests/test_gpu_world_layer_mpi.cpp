@@ -293,8 +293,12 @@ void check_shapes(bool small) {
             : std::vector<Config>{{R, 4 * R, 2, 24, 2, 4}, {R, 8 * R, 4, 40, 8, 8}, {R, 3 * R, 3, 17, 1, 1}};
   for (const Config& c : configs) {
     auto world = make_world(c, small ? 60 : 10);  // compute-sanitizer slows every launch
-    for (int H : {8, 5, small ? 8 : 72}) {  // 8 floats: 32-byte rows; 5: element by element
-      for (Shape shape : {Shape::skew, Shape::same_expert_k_times, Shape::owner_zero}) {
+    const std::vector<int> widths = small ? std::vector<int>{8, 5} : std::vector<int>{8, 5, 72};
+    const std::vector<Shape> shapes = small ? std::vector<Shape>{Shape::skew, Shape::same_expert_k_times}
+                                            : std::vector<Shape>{Shape::skew, Shape::same_expert_k_times,
+                                                                 Shape::owner_zero};
+    for (int H : widths) {  // 8 floats: 32-byte rows; 5: element by element
+      for (Shape shape : shapes) {
         INFO("shape " << moonep::test::name(shape));
         const Routing full = moonep::test::make_routing(c, shape, 11);
         check_case<T>(*world, c, full, nullptr, H, H, 3, true);
