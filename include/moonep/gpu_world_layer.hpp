@@ -50,9 +50,14 @@
 // partial rows) and at its end. No host waits, so one CUDA graph captured
 // on `origin` holds GpuWorld::plan and the layer's operations of this
 // process's rank. Every process must enqueue the same operations in the
-// same order (and the same `weighted`); every process calls the
-// operations of a step, and the layer's accessors of another rank's
-// buffers return pointers mapped in this process, readable from its device.
+// same order (and the same `weighted`); the layer's accessors of another
+// rank's buffers return pointers mapped in this process, readable from its
+// device. Other processes store into this rank's recv, recv_w (dispatch)
+// and grad_y (combine_backward) in those operations' first part, which
+// may start once every process has ended the previous operation: what
+// this process writes into them itself must come before its previous
+// layer operation on `origin`, or the processes must meet on the host
+// after it and before the next (as the tests do when they seed them).
 // No hang: a barrier waits at most the world's timeout for another rank;
 // past it (a process that never enqueued its part, one whose arguments were
 // refused, or one at another operation), its rank gives up: its later
