@@ -29,9 +29,12 @@
 #
 #   mpi/bin, mpi/lib, mpi/problems, openmpi/
 #                       build-gpu-mpi: the same with MPI, test_gpu_world_mpi
-#                       (one process per rank), moonep-plan (--world gpu under
+#                       (one process per rank), test_gpu_world_layer_mpi
+#                       (GpuWorldLayer over it), moonep-plan (--world gpu under
 #                       mpirun) with the plan checker and the CLI tests'
-#                       problem files, and Debian's Open MPI runtime
+#                       problem files, moonep-layer (--world gpu under mpirun)
+#                       with its CLI tests' file maker and checker
+#                       (layer_cli_files), and Debian's Open MPI runtime
 #                       relocated (bundle_openmpi.sh; MOONEP_BUNDLE_MPI=0: none).
 #
 # lib/ holds every shared library ldd resolves except glibc's own and
@@ -127,7 +130,7 @@ if [ "${MOONEP_BUNDLE_MPI:-1}" = 1 ] && [ -x /usr/bin/orterun ]; then
   cmake -S "$ROOT" -B "$MBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
     -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=OFF -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
-  mtargets=(test_gpu_world_mpi moonep-plan moonep_check_plan_file)
+  mtargets=(test_gpu_world_mpi test_gpu_world_layer_mpi moonep-plan moonep_check_plan_file moonep-layer layer_cli_files)
   cmake --build "$MBUILD" -j"$JOBS" --target "${mtargets[@]}"
   collect "$MBUILD" "$BUNDLE/mpi" "${mtargets[@]}"
   mkdir -p "$BUNDLE/mpi/problems"

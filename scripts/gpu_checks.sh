@@ -3,8 +3,10 @@
 # gpu_checks.sh — the one script run on the GPU machine, from a bundle made
 # by bundle_gpu.sh (it sits at the bundle's root). Runs: nvidia-smi -L, the
 # CUDA unit tests (virtual ranks and the GPU world; under mpirun one process
-# per rank: test_gpu_world_mpi, moonep-plan --world gpu, full and ragged
-# steps, plan files checked against the reference), compute-sanitizer
+# per rank: test_gpu_world_mpi, test_gpu_world_layer_mpi (with its
+# [sanitize] cases under compute-sanitizer), moonep-plan and moonep-layer
+# --world gpu, full and ragged steps, plan and layer files checked against
+# the reference and the direct layer), compute-sanitizer
 # (memcheck, racecheck, synccheck) on the small [sanitize] tests of each
 # (they plant bad input), the kernel benchmark (BENCH=--headline: only the
 # headline) and the GPU world's, moonep-plan; then, from the Kokkos-CUDA build (kokkos-cuda/),
@@ -110,6 +112,40 @@ if [ -x "$HERE/mpi/bin/test_gpu_world_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" 
     step "world_mpi_np$np" 120 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
       LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_mpi' --durations yes"
   done
+fi
+# The layer over that world (GpuWorldLayer, one process per rank: device-side
+# barriers between the processes) against the reference, at 2 and 4
+# processes, then its [sanitize] cases with each process under its own
+# compute-sanitizer (the processes' launches must still meet: a tool that
+# held them back past the cases' 60 s bound would show as a named timeout).
+if [ -x "$HERE/mpi/bin/test_gpu_world_layer_mpi" ] && [ -f "$HERE/openmpi/mpi_env.sh" ]; then
+  for np in 2 4; do
+    step "world_layer_mpi_np$np" 300 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+      LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np $np '$HERE/mpi/bin/test_gpu_world_layer_mpi' --durations yes"
+  done
+  # moonep-layer --world gpu under mpirun (one process per rank, every
+  # process on GPU 0), its files against the direct layer, full and ragged.
+  if [ -x "$HERE/mpi/bin/moonep-layer" ] && [ -x "$HERE/mpi/bin/layer_cli_files" ]; then
+    for c in float:fine double:fine bf16:fine float:ragged; do
+      dtype=${c%%:*} kind=${c##*:}
+      W=$LOGS/layer_gpu_mpi_${dtype}_$kind
+      rm -rf "$W" && mkdir -p "$W"
+      step "layer_gpu_mpi_${dtype}_$kind" 120 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+        export LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH && \
+        '$HERE/mpi/bin/layer_cli_files' make '$W' 4 16 4 12 2 4 5 7 $kind && \
+        mpirun -np 4 '$HERE/mpi/bin/moonep-layer' --world gpu --devices 0 --input '$W/problem.json' --x '$W/x.npy' \
+          --weights '$W/w.npy' --output '$W/out.npy' --recv '$W/recv.npy' --grad-out '$W/g.npy' --grad-x '$W/gx.npy' \
+          --grad-weights '$W/gw.npy' --dtype $dtype && \
+        '$HERE/mpi/bin/layer_cli_files' check '$W' $dtype"
+    done
+  fi
+  if [ -n "$SAN" ]; then
+    for tool in memcheck racecheck synccheck; do
+      step "world_layer_mpi_$tool" 300 bash -c "source '$HERE/openmpi/mpi_env.sh' && \
+        LD_LIBRARY_PATH='$HERE/mpi/lib':\$LD_LIBRARY_PATH mpirun -np 2 '$SAN' --tool $tool --error-exitcode 9 \
+        '$HERE/mpi/bin/test_gpu_world_layer_mpi' '[sanitize]'"
+    done
+  fi
 fi
 # moonep-plan --world gpu under mpirun (one process per rank): the plan
 # rank 0 writes must be the reference's (the plan checker), for the CLI

@@ -51,6 +51,7 @@ namespace moonep::cuda {
 namespace impl {
 struct WorldPeers;    // the processes of a world with one process per rank
 struct WorldFactory;  // builds such a world (moonep/gpu_world_mpi.hpp)
+struct LayerAccess;   // what GpuWorldLayer reads of its world
 }
 
 struct WorldOptions {
@@ -137,6 +138,7 @@ class GpuWorld {
  private:
   friend struct impl::PlannerAccess;
   friend struct impl::WorldFactory;
+  friend struct impl::LayerAccess;
   // One rank of a world of one process per rank, over `peers`.
   GpuWorld(const Config& config, int device, std::unique_ptr<impl::WorldPeers> peers, const WorldOptions& options);
   struct State;

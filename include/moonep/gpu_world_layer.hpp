@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world_layer.hpp — dispatch, combine and their backward
-// (docs/spec/layer.md) on a moonep::cuda::GpuWorld held by one process
-// (every rank in this process, one GPU per rank; a device may repeat).
+// (docs/spec/layer.md) on a moonep::cuda::GpuWorld: held by one process
+// (every rank in this process, one GPU per rank; a device may repeat) or
+// one process per rank (make_mpi_gpu_world, moonep/gpu_world_mpi.hpp).
 // Only usable when MoonEP was built with CUDA.
 //
 // Slot buffers (recv, recv_w, y; for training grad_y, grad_recv,
@@ -23,16 +24,47 @@
 // type (the prologue), then each source reads one row per (token,
 // destination rank) and sums them in increasing k, rounded once.
 //
-// Every operation is enqueued as one part per rank on the world's rank
-// streams (GpuWorld::stream), forked from `origin` and joined back into it
-// with events, no host waits, so one CUDA graph captured on `origin` holds
-// GpuWorld::plan and the layer's operations. Enqueue after the world's
-// plan of the step (on `origin` or before it); the experts' writes of y
-// (and the user's of grad_y's consumers) must be ordered on `origin`
-// between dispatch and combine.
+// A world held by one process: every operation is enqueued as one part
+// per rank on the world's rank streams (GpuWorld::stream), forked from
+// `origin` and joined back into it with events, no host waits, so one
+// CUDA graph captured on `origin` holds GpuWorld::plan and the layer's
+// operations. Enqueue after the world's plan of the step (on `origin` or
+// before it); the experts' writes of y (and the user's of grad_y's
+// consumers) must be ordered on `origin` between dispatch and combine.
 //
-// Not supported: a world of one process per rank (make_mpi_gpu_world):
-// the constructor refuses it with an InputError.
+// One process per rank (make_mpi_gpu_world; the processes may share a
+// GPU): the layer is made collectively (every process constructs it
+// together with the same H, H', type and training: they are agreed
+// between the processes first, and every process throws the same
+// InputError where they differ), each process creating its rank's chunk
+// and importing the others' (as the world does; every wait bounded by the
+// world's WorldOptions::timeout_s), and destroyed together. Each process
+// enqueues only its own rank's part of each operation, on `origin` (a
+// stream of its rank's device): the pointer arrays stay indexed by rank,
+// and only this process's rank's entry is read (the others may be null).
+// Where a world of one process joins events, the processes meet at a
+// device-side barrier in the layer's symmetric memory (a count of
+// arrivals per rank, system-scope release and acquire): between an
+// operation's two parts (every source's stores done before a destination's
+// epilogue; every destination's prologue done before a source reads its
+// partial rows) and at its end. No host waits, so one CUDA graph captured
+// on `origin` holds GpuWorld::plan and the layer's operations of this
+// process's rank. Every process must enqueue the same operations in the
+// same order (and the same `weighted`); the layer's accessors of another
+// rank's buffers return pointers mapped in this process, readable from its
+// device. Other processes store into this rank's recv, recv_w (dispatch)
+// and grad_y (combine_backward) in those operations' first part, which
+// may start once every process has ended the previous operation: what
+// this process writes into them itself must come before its previous
+// layer operation on `origin`, or the processes must meet on the host
+// after it and before the next (as the tests do when they seed them).
+// No hang: a barrier waits at most the world's timeout for another rank;
+// past it (a process that never enqueued its part, one whose arguments were
+// refused, or one at another operation), its rank gives up: its later
+// operations do nothing until check() (collective) throws a RuntimeError
+// naming the ranks and barriers and resets the barriers, after which the
+// layer works again. Call check() where the step is checked anyway (beside
+// GpuWorld::check(), or after a graph replay).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,8 +81,11 @@ class GpuWorldLayer {
   // For the plans of `world` (which must outlive the layer), rows of
   // `hidden` (H, tokens and recv) and `hidden_out` (H', y and out)
   // elements of `type`; `training` adds grad_y, grad_recv and grad_recv_w.
-  // InputError: H or H' below 1, a world of one process per rank;
-  // RuntimeError if the symmetric memory cannot be made.
+  // InputError: H or H' below 1; with one process per rank, processes
+  // that disagree on H, H', type or training (the same error on every
+  // process). RuntimeError if the symmetric memory cannot be made (with
+  // one process per rank also: a process that does not come within the
+  // world's timeout).
   GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Element type, bool training = false);
   ~GpuWorldLayer();
   GpuWorldLayer(const GpuWorldLayer&) = delete;
@@ -61,7 +96,9 @@ class GpuWorldLayer {
   Element element() const;
   bool training() const;
 
-  // Rank d's slot buffers on its device (valid as long as the layer):
+  // Rank d's slot buffers on its device (valid as long as the layer; with
+  // one process per rank another process's rank's are mapped here too,
+  // readable and writable from this process's device):
   // recv [NvS][H], recv_w [NvS] (weights: float, double for f64),
   // y [NvS][H']; training only (InputError otherwise): grad_y [NvS][H'],
   // grad_recv [NvS][H], grad_recv_w [NvS]. InputError for d outside 0..R-1.
@@ -97,6 +134,16 @@ class GpuWorldLayer {
   // (an unweighted combine); rows past s_r untouched. grad_w non-null:
   // grad_w[r][t][k] += grad_recv_w[d_k][loff_k] (grad_recv_w read).
   void dispatch_backward(void* const* grad_x, void* const* grad_w, cudaStream_t origin) const;
+
+  // One process per rank: collective. Waits for this process's device,
+  // then, if a barrier of any rank gave up since the last check, throws a
+  // RuntimeError on every process naming each rank that gave up, where and
+  // why (a rank that did not come within the world's timeout, or was at
+  // another operation), after resetting every rank's barrier words; the
+  // outputs of the operations since are undefined. A world held by one
+  // process: returns at once (its phases are joined with events; nothing
+  // waits for another rank).
+  void check();
 
  private:
   struct State;

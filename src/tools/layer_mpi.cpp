@@ -25,6 +25,7 @@
 
 #include "error_line.hpp"
 #include "kokkos_session.hpp"
+#include "layer_bits.hpp"
 #include "layer_run.hpp"
 #include "moonep/mpi_layer.hpp"
 #include "moonep/mpi_moe_layer.hpp"
@@ -37,23 +38,12 @@ namespace moonep::tools {
 
 namespace {
 
-// This rank's results as float32 bits (what the files hold), in the order
-// out, recv, grad_x, grad_w, grad_experts: the same count on every process.
-using Bits = std::vector<int>;
-void append(Bits& bits, const double* values, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float f = static_cast<float>(values[i]);
-    int b;
-    std::memcpy(&b, &f, sizeof b);
-    bits.push_back(b);
-  }
-}
 template <class V>
 void append_view(Bits& bits, const V& view) {
   std::vector<double> v(view.size());
   for (std::size_t i = 0; i < view.size(); ++i)
     v[i] = static_cast<double>(static_cast<accum_t<typename V::non_const_value_type>>(view.data()[i]));
-  append(bits, v.data(), v.size());
+  append_bits(bits, v.data(), v.size());
 }
 
 // Rank r's rows of a [R][rows][width] file as a view of V (values rounded).
@@ -154,28 +144,6 @@ Bits run_rank_linear(MpiWorld& world, const LayerFiles& f, bool grads) {
   return bits;
 }
 
-// Every rank's bits (on rank 0) as the [R][...] arrays of the files.
-// H' = H and no expert gradients without --experts.
-LayerResults unpack(const std::vector<int>& all, const Config& c, int hidden, int hidden_out, bool grads,
-                    bool linear) {
-  const std::size_t S = c.tokens, H = hidden, O = hidden_out, K = c.topk, nvs = c.slots(), R = c.ranks;
-  const std::size_t sizes[5] = {S * O, nvs * H, grads ? S * H : 0, grads ? S * K : 0,
-                                grads && linear ? std::size_t(c.experts_per_rank()) * H * O : 0};
-  const std::size_t per_rank = sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4];
-  LayerResults res;
-  std::vector<double>* parts[5] = {&res.out, &res.recv, &res.grad_x, &res.grad_w, &res.grad_experts};
-  for (std::size_t r = 0; r < R; ++r) {
-    std::size_t at = r * per_rank;
-    for (int k = 0; k < 5; ++k)
-      for (std::size_t i = 0; i < sizes[k]; ++i, ++at) {
-        float v;
-        std::memcpy(&v, &all[at], sizeof v);
-        parts[k]->push_back(v);
-      }
-  }
-  return res;
-}
-
 }  // namespace
 
 int run_layer_mpi(const LayerOptions& o) {
@@ -234,7 +202,7 @@ int run_layer_mpi(const LayerOptions& o) {
   return mpi.run("writing the files", [&] {
     const std::vector<int> all = mpi.gather(mine, "gathering the results");
     if (mpi.rank() == 0)
-      write_layer_files(o, files, unpack(all, files.problem.config, files.hidden, files.hidden_out, grads, linear));
+      write_layer_files(o, files, unpack_bits(all, files.problem.config, files.hidden, files.hidden_out, grads, linear));
   });
 }
 

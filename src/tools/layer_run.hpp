@@ -71,4 +71,11 @@ LayerResults cuda_layer(const LayerInputs& in, LayerDtype dtype);       // layer
 // every visible GPU), identity experts.
 LayerResults gpu_world_layer(const LayerInputs& in, LayerDtype dtype, const std::vector<int>& devices);
 
+// --world gpu under an MPI launch of several processes
+// (layer_gpu_world_mpi.cpp; layer_gpu_world_mpi_unavailable.cpp without
+// CUDA or MPI): one process per rank over one GPU world, each reading its
+// rank's rows, rank 0 writing the files; returns the exit status every
+// process agreed on, the one error line printed for the whole job.
+int run_layer_gpu_mpi(const LayerOptions& options);
+
 }  // namespace moonep::tools

@@ -9,6 +9,7 @@
 #include "layer_options.hpp"
 #include "layer_run.hpp"
 #include "moonep/error.hpp"
+#include "mpi_launch.hpp"
 #include "watchdog.hpp"
 
 int main(int argc, char* argv[]) {
@@ -26,6 +27,9 @@ int main(int argc, char* argv[]) {
           return 0;
         }
         if (options.world == tools::LayerWorld::mpi) return tools::run_layer_mpi(options);
+        // --world gpu under mpirun: one process per rank (layer_gpu_world_mpi.cpp).
+        if (options.world == tools::LayerWorld::gpu && tools::detect_mpi_launch().size > 1)
+          return tools::run_layer_gpu_mpi(options);
         tools::run_layer(options);
         return 0;
       },

@@ -59,3 +59,40 @@ moonep_layer_mpi_cli_test(linear_one_rank 1 auto MAKE "1|4|3|9|1|2|3|5|linear" A
 moonep_layer_mpi_cli_test(linear_uncopied 4 auto MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2 ARGS "${_lin}"
   EXPECT_STDERR "forward: rank 1: rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
   ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
+
+# --world gpu under mpirun (builds with CUDA): one process per rank over a
+# GPU world, every process on GPU 0 (--devices 0: each its own context),
+# GpuWorldLayer's files against the direct layer; skipped where no GPU is
+# visible (the one error line of such a machine).
+if(MoonEP_HAVE_CUDA)
+  # moonep_layer_gpu_mpi_cli_test(NAME NP MAKE a|b ARGS a|b [EXPECT_RC n] [EXPECT_STDERR t|t] [CHECK dtype] [ABSENT f|f])
+  function(moonep_layer_gpu_mpi_cli_test name np)
+    cmake_parse_arguments(T "" "MAKE;ARGS;EXPECT_RC;EXPECT_STDERR;CHECK;ABSENT" "" ${ARGN})
+    moonep_mpirun_args(_args ${np})
+    set(defs -DEXE=${MPIEXEC_EXECUTABLE} -DFILES=$<TARGET_FILE:layer_cli_files>
+             -DWORK=${CMAKE_CURRENT_BINARY_DIR}/layer_cli_work/gpu_mpi_${name} "-DMAKE=${T_MAKE}"
+             "-DARGS=${_args}|$<TARGET_FILE:moonep-layer>|--world|gpu|--devices|0|${T_ARGS}" -DNEEDS_GPU=ON)
+    foreach(key EXPECT_RC EXPECT_STDERR CHECK ABSENT)
+      if(DEFINED T_${key})
+        list(APPEND defs "-D${key}=${T_${key}}")
+      endif()
+    endforeach()
+    add_test(NAME layer_cli_gpu_mpi_${name}
+             COMMAND ${CMAKE_COMMAND} ${defs} -P ${CMAKE_CURRENT_SOURCE_DIR}/layer_cli/run_layer_case.cmake)
+    set_tests_properties(layer_cli_gpu_mpi_${name} PROPERTIES TIMEOUT 120 PROCESSORS ${np} LABELS mpi
+                         ENVIRONMENT "${_moonep_mpi_env}"
+                         SKIP_REGULAR_EXPRESSION "run_layer_case: skipped, no CUDA device")
+  endfunction()
+  foreach(dtype float double bf16)
+    moonep_layer_gpu_mpi_cli_test(${dtype} 4 MAKE "${_step}|fine" ARGS "${_all}|--dtype|${dtype}" CHECK ${dtype})
+  endforeach()
+  moonep_layer_gpu_mpi_cli_test(ragged_np4 4 MAKE "${_step}|ragged" ARGS "${_all}" CHECK float)
+  moonep_layer_gpu_mpi_cli_test(np2 2 MAKE "2|8|4|12|2|4|5|7|fine" ARGS "${_all}" CHECK float)
+  # Refused while reading, before any GPU is touched (so these run without
+  # a GPU too): every process exits 2 with one line, no file written.
+  moonep_layer_gpu_mpi_cli_test(wrong_np 3 MAKE ${_step} EXPECT_RC 2 ARGS "${_all}"
+    EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4" ABSENT "@W@/recv.npy")
+  moonep_layer_gpu_mpi_cli_test(with_experts 4 MAKE "${_step}|linear" EXPECT_RC 2
+    ARGS "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy"
+    EXPECT_STDERR "--world gpu runs identity experts only in this build: leave out --experts")
+endif()

@@ -18,6 +18,7 @@
 #include "../launch_setup.hpp"
 #include "agreement.hpp"
 #include "driver_api.hpp"
+#include "layer_access.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
 #include "multicast.hpp"
@@ -220,6 +221,9 @@ std::unique_ptr<GpuWorld> impl::WorldFactory::over(const Config& config, int dev
                                                    const WorldOptions& options) {
   return std::unique_ptr<GpuWorld>(new GpuWorld(config, device, std::move(peers), options));
 }
+
+impl::WorldPeers* impl::LayerAccess::peers(GpuWorld& world) { return world.s_->peers.get(); }
+double impl::LayerAccess::timeout_s(const GpuWorld& world) { return world.s_->options.timeout_s; }
 
 void impl::PlannerAccess::set_trace(GpuWorld& world, unsigned long long* trace) {
   GpuWorld::State& s = *world.s_;

@@ -15,7 +15,8 @@
 // own, made here (own_streams). The events are made here, once.
 //
 // zeroed_chunks: a world's symmetric buffers of one kind (one chunk per
-// rank, mapped for every device: gpu_world/symmetric_mapping.hpp), zeroed.
+// rank, mapped for every device: gpu_world/symmetric_mapping.hpp), zeroed;
+// also for a world of one process per rank.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "../gpu_world/peers.hpp"
 #include "../gpu_world/symmetric_mapping.hpp"
 #include "../host_checks.hpp"
 #include "moonep/gpu_world.hpp"
@@ -140,25 +142,32 @@ class WorldFork {
   cudaEvent_t forked_ = nullptr;
 };
 
-// Every rank's chunk of `bytes` (rounded up by the mapping) on its own
-// device, mapped for every device of `world` (held by this process), each
-// zeroed and finished on return. `vmm` must outlive the result.
-inline std::unique_ptr<SymmetricMapping> zeroed_chunks(const Vmm& vmm, const GpuWorld& world, std::int64_t bytes) {
+// Every rank's chunk of `bytes` (rounded up by the mapping), each on its
+// own device and mapped for every device of this process, zeroed and
+// finished on return. `peers` null: `world` is held by this process, which
+// makes every chunk. Otherwise (one process per rank, collective): this
+// process makes its rank's chunk and imports the others' (every wait
+// bounded by the world's timeout), and returns only when every process
+// has cleared its own, so no store reaches a chunk before it is cleared.
+// `vmm` must outlive the result.
+inline std::unique_ptr<SymmetricMapping> zeroed_chunks(const Vmm& vmm, const GpuWorld& world, std::int64_t bytes,
+                                                       WorldPeers* peers = nullptr) {
   const int R = world.ranks();
   std::vector<int> devices, local;
   for (int r = 0; r < R; ++r) {
-    devices.push_back(world.device(r));
-    local.push_back(r);
+    devices.push_back(world.device(r));  // -1 for another process's rank
+    if (!peers || r == world.process_rank()) local.push_back(r);
   }
-  auto chunks = std::make_unique<SymmetricMapping>(vmm, devices, local, static_cast<std::size_t>(bytes), nullptr);
-  for (int r = 0; r < R; ++r) {
+  auto chunks = std::make_unique<SymmetricMapping>(vmm, devices, local, static_cast<std::size_t>(bytes), peers);
+  for (int r : local) {
     DeviceScope on(devices[r]);
     check_cuda(cudaMemset(chunks->chunk(r), 0, chunks->chunk_bytes()), "clearing a rank's chunk");
   }
-  for (int r = 0; r < R; ++r) {
+  for (int r : local) {
     DeviceScope on(devices[r]);
     check_cuda(cudaDeviceSynchronize(), "clearing the ranks' chunks");
   }
+  if (peers) peers->barrier();
   return chunks;
 }
 

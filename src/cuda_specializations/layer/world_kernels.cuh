@@ -45,7 +45,14 @@ struct WorldParams {
   DeviceRankPlan plan;  // this launch's rank's plan
   int rank;        // this launch's rank: the source or the destination
   i64 rank_bytes;  // bytes from rank d's slot buffers to rank d+1's
+  // One process per rank: this rank's kStop word (world_barrier.cuh), set
+  // once one of its barriers gave up; null in a world held by one process.
+  const unsigned* stop;
 };
+
+// Every kernel returns at once, before touching anything, when its rank's
+// barrier gave up (until GpuWorldLayer::check() clears the word).
+__device__ __forceinline__ bool world_stopped(const WorldParams& p) { return p.stop && *p.stop != 0u; }
 
 // Rank d's part of a slot buffer whose rank-0 part is at `base0`.
 template <class V>
@@ -116,6 +123,7 @@ __device__ __forceinline__ unsigned primaries_with_dups(const TokenEntry& e, uns
 template <class T, bool kScale>
 __global__ void world_scatter(WorldParams p, const T* from, const typename Arith<T>::A* w_in,
                               typename Arith<T>::A* w_out0, const typename Arith<T>::A* scale0, T* to0) {
+  if (world_stopped(p)) return;
   using M = Arith<T>;
   using A = typename M::A;
   constexpr int V = 16 / sizeof(T);
@@ -182,6 +190,7 @@ __global__ void world_scatter(WorldParams p, const T* from, const typename Arith
 // writes them.
 template <class T>
 __global__ void world_scale_dups(WorldParams p, T* rows0, const typename Arith<T>::A* w0) {
+  if (world_stopped(p)) return;
   using M = Arith<T>;
   using A = typename M::A;
   constexpr int V = 16 / sizeof(T);
@@ -233,6 +242,7 @@ __global__ void world_scale_dups(WorldParams p, T* rows0, const typename Arith<T
 // slot, bits).
 template <class T>
 __global__ void world_epilogue(WorldParams p, T* rows0, typename Arith<T>::A* weights0, bool copy_dups) {
+  if (world_stopped(p)) return;
   const int lane = threadIdx.x & 31;
   char* rows = reinterpret_cast<char*>(rank_part(rows0, p, p.rank));
   typename Arith<T>::A* weights = weights0 ? rank_part(weights0, p, p.rank) : nullptr;
@@ -284,6 +294,7 @@ __device__ __forceinline__ void store_acc(A* to, const A (&v)[V]) {
 template <class T>
 __global__ void world_prologue(WorldParams p, const T* y0, const typename Arith<T>::A* w0,
                                typename Arith<T>::A* partial0) {
+  if (world_stopped(p)) return;
   using M = Arith<T>;
   using A = typename M::A;
   constexpr int V = 16 / sizeof(T);
@@ -348,6 +359,7 @@ template <class T>
 __global__ void world_gather(WorldParams p, const T* y0, const typename Arith<T>::A* w0,
                              const typename Arith<T>::A* partial0, T* out, const typename Arith<T>::A* gadd0,
                              typename Arith<T>::A* gw) {
+  if (world_stopped(p)) return;
   using M = Arith<T>;
   using A = typename M::A;
   constexpr int V = 16 / sizeof(T);
@@ -423,6 +435,7 @@ __global__ void world_gather(WorldParams p, const T* y0, const typename Arith<T>
 // y[slot]>, A(0) + each product in increasing h.
 template <class T>
 __global__ void world_dots(WorldParams p, const T* g, const T* y0, typename Arith<T>::A* gw) {
+  if (world_stopped(p)) return;
   const i64 n_r = world_entries(p);
   const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
   for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_r; i += stride) {
