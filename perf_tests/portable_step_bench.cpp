@@ -8,7 +8,11 @@
 // callbacks in a separate, untimed step: kernel launches (parallel_for,
 // parallel_reduce, parallel_scan), fences (Kokkos passes their labels, and
 // reports execution-space fences, from 3.6 on; not the fences Kokkos adds
-// around each kernel for the attached tool) and deep copies.
+// around each kernel for the attached tool), deep copies, and allocations
+// and deallocations of memory (every View or scratch buffer Kokkos
+// allocates or frees inside the step: on a GPU each is a cudaMalloc/
+// cudaFree-class call that can wait for the device; --fences also lists
+// them by label).
 //
 // Rows: the portable phases in their default form for the execution space
 // (moonep::impl::portable::default_phase_form), on a host execution space
@@ -22,7 +26,7 @@
 //   portable_step_bench --sweep                also S = 512 .. 16384 at the headline's other sizes
 //   portable_step_bench --point R E K S B tp   one configuration of your choice
 //   portable_step_bench --imbalance SIGMA      the routing's skew (default 1.0, as moonep-plan)
-//   portable_step_bench --fences               also list the fences of a step by label
+//   portable_step_bench --fences               also list the fences and allocations of a step by label
 //   portable_step_bench --smoke                one tiny point (the CTest smoke test)
 #include <Kokkos_Core.hpp>
 
@@ -47,8 +51,8 @@ using Exec = Kokkos::DefaultExecutionSpace;
 
 // What the Kokkos Tools callbacks saw.
 struct Counts {
-  int launches = 0, fences = 0, deep_copies = 0;
-  std::map<std::string, int> fence_labels;
+  int launches = 0, fences = 0, deep_copies = 0, allocations = 0, deallocations = 0;
+  std::map<std::string, int> fence_labels, allocation_labels;
 };
 Counts g_counts;
 void on_kernel(const char*, std::uint32_t, std::uint64_t*) { ++g_counts.launches; }
@@ -65,6 +69,14 @@ void on_deep_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::
                   const void*, std::uint64_t) {
   ++g_counts.deep_copies;
 }
+void on_allocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) {
+  ++g_counts.allocations;
+  ++g_counts.allocation_labels[std::string("+") + (name ? name : "(unnamed)")];
+}
+void on_deallocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) {
+  ++g_counts.deallocations;
+  ++g_counts.allocation_labels[std::string("-") + (name ? name : "(unnamed)")];
+}
 
 void start_counting() {
   g_counts = Counts{};
@@ -73,6 +85,8 @@ void start_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
   Kokkos::Tools::Experimental::set_begin_deep_copy_callback(on_deep_copy);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
 }
 void stop_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
@@ -80,6 +94,8 @@ void stop_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
 }
 
 struct Row {
@@ -141,12 +157,16 @@ std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int step
 void print_table(const moonep::Config& c, double imbalance, int steps, const std::vector<Row>& rows, bool fences) {
   std::printf("R=%d E=%d K=%d S=%d B=%d tp=%d imbalance %.2f, %d steps back to back, on %s\n", c.ranks, c.experts,
               c.topk, c.tokens, c.copy_slots, c.token_padding, imbalance, steps, Exec::name());
-  std::printf("  %-22s %-6s %10s %9s %7s %12s\n", "path", "form", "us/step", "launches", "fences", "deep_copies");
+  std::printf("  %-22s %-6s %10s %9s %7s %12s %7s %9s\n", "path", "form", "us/step", "launches", "fences",
+              "deep_copies", "allocs", "deallocs");
   for (const Row& r : rows) {
-    std::printf("  %-22s %-6s %10.1f %9d %7d %12d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
-                r.counts.launches, r.counts.fences, r.counts.deep_copies);
+    std::printf("  %-22s %-6s %10.1f %9d %7d %12d %7d %9d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
+                r.counts.launches, r.counts.fences, r.counts.deep_copies, r.counts.allocations,
+                r.counts.deallocations);
     if (fences) {
       for (const auto& f : r.counts.fence_labels) std::printf("      fence %s x%d\n", f.first.c_str(), f.second);
+      // (+label: allocated, -label: freed)
+      for (const auto& a : r.counts.allocation_labels) std::printf("      alloc %s x%d\n", a.first.c_str(), a.second);
     }
   }
 }
