@@ -27,9 +27,9 @@
 // Every phase runs the process's local ranks together: each kernel's policy
 // spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
 // launches the same kernels whatever the number of local ranks: on an
-// in-process world 12 in the device form (validate 3, A 2, B 4, C2 1, D 2)
-// and 10 in the host form (counted by test_portable_labels' Kokkos Tools
-// callback).
+// in-process world 10 in the device form (validate 2, A+C1 1, B 4, C2 1,
+// D 2; parallel_for only) and 10 in the host form (validate 2, A 1, C1 1,
+// B 4, C2 1, D 1; counted by test_portable_labels' Kokkos Tools callback).
 //
 // Data for another rank is stored in place when that rank is local and the
 // world is directly addressable (one process: nothing is put at all), and
@@ -46,14 +46,15 @@
 // after which bad input throws exactly what it threw when it was checked
 // before the phases (the first bad local rank's validate_rank_input words).
 // On a device execution space a step is then a sequence of kernel launches
-// on one instance with one host sync at its end.
+// on one instance with one host sync at its end; nothing is allocated.
 //
 // The form of the kernels (host or device) is a template argument, by
 // default the execution space's (portable::default_phase_form).
 //
 // What must stay true:
 //  * Construction allocates everything (the world's symmetric buffer, all
-//    scratch, the plan's storage); plan() allocates nothing.
+//    scratch, the plan's storage); plan() allocates nothing
+//    (test_portable_labels counts Kokkos' allocations in a step: none).
 //  * Host syncs per step, in-process: one, at the end (the validation and
 //    pair counts, one copy read with the final fence). With ranks in other
 //    processes: the validation count, a fence before each phase's puts
@@ -157,7 +158,7 @@ class PortablePlanner {
     input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N, host_form);
     lr_.stop = input_.problems.data();
     publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
-    store_ = portable::PlanStore<ExecutionSpace>(config_, L);
+    store_ = portable::PlanStore<ExecutionSpace>(config_, L, host_form);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
     if (!direct[0]) {
@@ -297,7 +298,11 @@ class PortablePlanner {
     std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe, tokens_per_rank);
     if (why.empty() && lr_.count > 0) {
       bind_inputs(routing, tpe, tokens_per_rank);
-      portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr);
+      if constexpr (host_form) {
+        portable::validate_host(exec_, input_, lr_, tpe != nullptr);
+      } else {
+        portable::validate_device(portable::Launcher<ExecutionSpace>(exec_), input_, lr_);
+      }
       if (deferred) return;
       std::int64_t problems = 0;
       Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&problems),
@@ -317,8 +322,12 @@ class PortablePlanner {
   void phase_a() {
     compat::ProfilingRegion region("moonep::portable::phaseA");
     if (lr_.count == 0) return;
-    portable::clear_slots(exec_, layout_, input_, lr_);
-    portable::stable_counting_sort(exec_, input_, lr_);
+    if constexpr (host_form) {
+      portable::clear_slots(exec_, layout_, input_, lr_);
+      portable::stable_counting_sort(exec_, input_, lr_);
+    } else {
+      portable::clear_and_scatter(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, lr_);
+    }
     if (counts_runs_.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseA_before_put");
       for (int l = 0; l < lr_.count; ++l) {
@@ -331,7 +340,7 @@ class PortablePlanner {
   void phase_b() {
     if (root_.alloc.extent(0) == 0) return;  // rank 0 is not planned here
     compat::ProfilingRegion region("moonep::portable::phaseB");
-    portable::plan_root(exec_, layout_, root_, world_.local_chunk(0).data());
+    portable::plan_root(portable::Launcher<ExecutionSpace>(exec_), layout_, root_, world_.local_chunk(0).data());
     if (root_.own_runs.extent(0) > 0 || root_.shared_runs.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
       portable::broadcast(root_, world_);
@@ -341,7 +350,8 @@ class PortablePlanner {
   void phase_c2() {
     compat::ProfilingRegion region("moonep::portable::phaseC2");
     if (lr_.count == 0) return;
-    portable::destinations_and_dedup(exec_, layout_, input_, publish_, lr_, store_.dst);
+    portable::destinations_and_dedup(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, publish_, lr_,
+                                     store_.dst);
     if (!needs_puts_) return;
     portable::publication_runs(exec_, layout_, input_, publish_, lr_);
     compat::fence(exec_, "moonep::portable::phaseC2_before_put");
@@ -355,7 +365,7 @@ class PortablePlanner {
   void phase_d() {
     compat::ProfilingRegion region("moonep::portable::phaseD");
     if (lr_.count == 0) return;
-    portable::rank_outputs(exec_, layout_, lr_, store_, host_form);
+    portable::rank_outputs(portable::Launcher<ExecutionSpace>(exec_), layout_, lr_, store_, host_form);
   }
 
   // The step's end: the plan is in the views. On rank 0's process, the

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "moonep/impl/kokkos_compat.hpp"
@@ -35,8 +36,15 @@ struct Types {
   using imat = Kokkos::View<std::int32_t**, Kokkos::LayoutRight, mem>;
   using refs = Kokkos::View<Ref<std::int32_t>*, mem>;
   using crefs = Kokkos::View<Ref<const std::int32_t>*, mem>;
-  using range = Kokkos::RangePolicy<ExecutionSpace>;
-  using team_policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  // Every kernel is marked light weight: on Kokkos::Cuda its functor then
+  // travels as kernel arguments (up to 4 KiB). Without the hint, a functor
+  // of 512 bytes or more (most of these: each carries LocalRanks' views) is
+  // copied to constant memory, and that launch first waits on the host for
+  // the previous constant-memory kernel to finish: a host round trip per
+  // launch. Host execution spaces ignore the hint.
+  using light = Kokkos::Experimental::WorkItemProperty::HintLightWeight_t;
+  using range = Kokkos::RangePolicy<ExecutionSpace, light>;
+  using team_policy = Kokkos::TeamPolicy<ExecutionSpace, light>;
   using member = typename team_policy::member_type;
   using scratch_space = typename ExecutionSpace::scratch_memory_space;
   using scratch_i64 = Kokkos::View<std::int64_t*, scratch_space, Kokkos::MemoryUnmanaged>;
@@ -67,6 +75,24 @@ using default_phase_form_t = typename default_phase_form<ExecutionSpace>::type;
 
 template <class Form>
 struct is_host_form : std::is_same<Form, HostForm> {};
+
+// Where a phase's kernels go: the device form's kernels take one, so that
+// they can be launched otherwise than one by one on the execution space.
+template <class Exec>
+class Launcher {
+ public:
+  explicit Launcher(const Exec& exec) : exec_(exec) {}
+
+  const Exec& exec() const { return exec_; }
+
+  template <class Policy, class Functor>
+  void parallel_for(const std::string& label, const Policy& policy, const Functor& functor) const {
+    Kokkos::parallel_for(label, policy, functor);
+  }
+
+ private:
+  Exec exec_;
+};
 
 // The local ranks of one planner, as kernels see them. Chunk pointers are
 // fixed at construction (the planner allocates the world's buffer once);
