@@ -4,7 +4,10 @@
 // which path ran:
 //  * the portable phases: regions moonep::portable::{plan, validate,
 //    phaseA, phaseB, phaseC2, phaseD} and kernels moonep::portable::<phase>_*
-//    (plus the world's moonep::world::* when the planner puts);
+//    (plus the world's moonep::world::* when the planner puts); an
+//    in-process step submitted as one graph shows the regions plan,
+//    validate and step_graph, and its kernels only through the planner's
+//    step_graph_kernels() (Kokkos Tools see no kernel of a graph);
 //  * the CUDA specialization: regions moonep::cuda::plan and
 //    moonep::cuda::<kernel> (shared_tables or global_tables), and no Kokkos
 //    kernel at all (its one launch is a plain CUDA kernel).
@@ -50,6 +53,15 @@ void on_deep_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::
                   const void*, std::uint64_t) {
   ++g_deep_copies;
 }
+std::vector<std::string> g_graph_kernels;  // the recorded planner's step graph, if any
+
+// The step graph's kernels of a portable planner (none for the CUDA
+// specialization).
+template <class P, class = void>
+struct has_step_graph : std::false_type {};
+template <class P>
+struct has_step_graph<P, decltype((void)std::declval<const P&>().step_graph_kernels())> : std::true_type {};
+
 struct Size {
   int ranks, experts, topk, tokens;
 };
@@ -71,6 +83,8 @@ void record_one_step(Size z = Size{4, 16, 2, 32}) {
   g_allocations.clear();
   g_deallocations.clear();
   g_deep_copies = 0;
+  g_graph_kernels.clear();
+  if constexpr (has_step_graph<P>::value) g_graph_kernels = planner.step_graph_kernels();
   Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
@@ -90,15 +104,24 @@ void record_one_step(Size z = Size{4, 16, 2, 32}) {
   Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
 }
 
-// The step's kernels.
-std::set<std::string> step_kernels() { return g_kernels; }
-int step_kernel_count() { return g_launches; }
+// The step's kernels: those Kokkos Tools saw launched and those of its graph.
+std::set<std::string> step_kernels() {
+  std::set<std::string> all = g_kernels;
+  all.insert(g_graph_kernels.begin(), g_graph_kernels.end());
+  return all;
+}
+int step_kernel_count() { return g_launches + static_cast<int>(g_graph_kernels.size()); }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+template <class P>
+constexpr bool is_graph_step() {
+  return std::is_same<typename P::step_submission, impl::portable::StepGraph>::value && MOONEP_KOKKOS_HAS_GRAPH;
+}
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moonep::portable", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>();
   const std::set<std::string> kernels = step_kernels();
@@ -112,9 +135,14 @@ TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moo
     INFO(k);
     CHECK((starts_with(k, "moonep::portable::") || starts_with(k, "moonep::world::")));
   }
-  const std::vector<const char*> regions = {"moonep::portable::plan",   "moonep::portable::validate",
-                                            "moonep::portable::phaseA", "moonep::portable::phaseB",
-                                            "moonep::portable::phaseC2", "moonep::portable::phaseD"};
+  std::vector<const char*> regions = {"moonep::portable::plan", "moonep::portable::validate"};
+  if (is_graph_step<TestType>()) {
+    regions.push_back("moonep::portable::step_graph");
+  } else {
+    for (const char* r : {"moonep::portable::phaseA", "moonep::portable::phaseB", "moonep::portable::phaseC2",
+                          "moonep::portable::phaseD"})
+      regions.push_back(r);
+  }
   for (const char* r : regions) {
     INFO(r);
     CHECK(g_regions.count(r) == 1);
@@ -127,19 +155,31 @@ TEST_CASE("the portable phases' form is a compile-time trait of the execution sp
   using impl::portable::default_phase_form_t;
   using impl::portable::DeviceForm;
   using impl::portable::HostForm;
+  using impl::portable::StepGraph;
+  using impl::portable::StepSequence;
   CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultHostExecutionSpace>, HostForm>::value);
   CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultExecutionSpace>, HostForm>::value ==
         Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible);
 #if defined(KOKKOS_ENABLE_CUDA)
   CHECK(std::is_same<default_phase_form_t<Kokkos::Cuda>, DeviceForm>::value);
+  CHECK(std::is_same<Planner<Kokkos::Cuda, PortablePhases>::step_submission, StepGraph>::value ==
+        bool(MOONEP_KOKKOS_HAS_GRAPH));
 #endif
   CHECK(Planner<Kokkos::DefaultHostExecutionSpace, PortablePhases>::host_form);
   CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::host_form);
   CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::phase_form, DeviceForm>::value);
+  // How an in-process step is submitted: the host form launches its kernels
+  // one by one; the device form is one graph where Kokkos has graphs.
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, PortablePhases>::step_submission, StepSequence>::value);
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::step_submission,
+                     StepGraph>::value == bool(MOONEP_KOKKOS_HAS_GRAPH));
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceSequence>::step_submission,
+                     StepSequence>::value);
+  CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceSequence>::host_form);
 }
 
 TEMPLATE_LIST_TEST_CASE("each form of the portable phases launches its own kernels", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>();
   const bool device = !TestType::host_form;
@@ -157,11 +197,19 @@ TEMPLATE_LIST_TEST_CASE("each form of the portable phases launches its own kerne
   // validate 2, A+C1 1, B 4, C2 1, D 2 in the device form; validate 2, A 1,
   // C1 1, B 4, C2 1, D 1 in the host form (portable_planner.hpp).
   CHECK(step_kernel_count() == 10);
+  // A step graph holds every kernel of the step; Kokkos launches none
+  // outside it.
+  if (is_graph_step<TestType>()) {
+    CHECK(g_graph_kernels.size() == 10);
+    CHECK(g_launches == 0);
+  } else {
+    CHECK(g_graph_kernels.empty());
+  }
 }
 
 #if KOKKOS_VERSION >= 30600
 TEMPLATE_LIST_TEST_CASE("an in-process step waits for the device once, at its end", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>(Size{8, 32, 2, 32});
   int moonep_fences = 0;
@@ -183,7 +231,7 @@ TEMPLATE_LIST_TEST_CASE("an in-process step waits for the device once, at its en
 // small size and at one where the device form cuts ranks into many blocks
 // and slot tiles. And one deep copy: the step's status, read at its end.
 TEMPLATE_LIST_TEST_CASE("an in-process step allocates nothing and copies only its status", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   for (const Size z : {Size{4, 16, 2, 32}, Size{2, 8, 2, 64}, Size{8, 64, 4, 1024}}) {
     INFO("R=" << z.ranks << " E=" << z.experts << " K=" << z.topk << " S=" << z.tokens);
@@ -201,7 +249,7 @@ TEMPLATE_LIST_TEST_CASE("an in-process step allocates nothing and copies only it
 }
 
 TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever the number of ranks", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>(Size{2, 8, 2, 32});
   const int at2 = step_kernel_count();
