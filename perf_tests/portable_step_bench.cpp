@@ -6,13 +6,22 @@
 // this is the time a caller sees per step, with nothing else queued), and
 // what one step costs in Kokkos operations, counted with Kokkos Tools
 // callbacks in a separate, untimed step: kernel launches (parallel_for,
-// parallel_reduce, parallel_scan), fences (Kokkos passes their labels, and
+// parallel_reduce, parallel_scan; Kokkos Tools see no kernel of a
+// Kokkos::Experimental::Graph, so a step submitted as one graph shows its
+// graph's kernels, from the planner, in a column of their own), fences (Kokkos passes their labels, and
 // reports execution-space fences, from 3.6 on; not the fences Kokkos adds
-// around each kernel for the attached tool) and deep copies.
+// around each kernel for the attached tool), deep copies, and allocations
+// and deallocations of memory (every View or scratch buffer Kokkos
+// allocates or frees inside the step: on a GPU each is a cudaMalloc/
+// cudaFree-class call that can wait for the device; --fences also lists
+// them by label).
 //
 // Rows: the portable phases in their default form for the execution space
 // (moonep::impl::portable::default_phase_form), on a host execution space
-// also in the device form, and on Kokkos::Cuda in a MoonEP built with CUDA
+// also in the device form, then the device form with its step launched
+// kernel by kernel ("portable (sequence)", where the step is otherwise one
+// graph: moonep::impl::portable::default_step_submission), and on
+// Kokkos::Cuda in a MoonEP built with CUDA
 // the CUDA specialization in the same run (Planner<Kokkos::Cuda,
 // CudaSpecialization>: its loop is timed up to one fence after the last
 // step, since its plan() does not wait).
@@ -22,7 +31,7 @@
 //   portable_step_bench --sweep                also S = 512 .. 16384 at the headline's other sizes
 //   portable_step_bench --point R E K S B tp   one configuration of your choice
 //   portable_step_bench --imbalance SIGMA      the routing's skew (default 1.0, as moonep-plan)
-//   portable_step_bench --fences               also list the fences of a step by label
+//   portable_step_bench --fences               also list the fences and allocations of a step by label
 //   portable_step_bench --smoke                one tiny point (the CTest smoke test)
 #include <Kokkos_Core.hpp>
 
@@ -47,8 +56,10 @@ using Exec = Kokkos::DefaultExecutionSpace;
 
 // What the Kokkos Tools callbacks saw.
 struct Counts {
-  int launches = 0, fences = 0, deep_copies = 0;
-  std::map<std::string, int> fence_labels;
+  int launches = 0, fences = 0, deep_copies = 0, allocations = 0, deallocations = 0;
+  int graphs = 0;       // step graphs submitted (region moonep::portable::step_graph)
+  int graph_nodes = 0;  // the kernels of each (the planner's step_graph_kernels())
+  std::map<std::string, int> fence_labels, allocation_labels;
 };
 Counts g_counts;
 void on_kernel(const char*, std::uint32_t, std::uint64_t*) { ++g_counts.launches; }
@@ -65,6 +76,17 @@ void on_deep_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::
                   const void*, std::uint64_t) {
   ++g_counts.deep_copies;
 }
+void on_region(const char* name) {
+  if (name && std::string(name) == "moonep::portable::step_graph") ++g_counts.graphs;
+}
+void on_allocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) {
+  ++g_counts.allocations;
+  ++g_counts.allocation_labels[std::string("+") + (name ? name : "(unnamed)")];
+}
+void on_deallocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) {
+  ++g_counts.deallocations;
+  ++g_counts.allocation_labels[std::string("-") + (name ? name : "(unnamed)")];
+}
 
 void start_counting() {
   g_counts = Counts{};
@@ -73,6 +95,9 @@ void start_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
   Kokkos::Tools::Experimental::set_begin_deep_copy_callback(on_deep_copy);
+  Kokkos::Tools::Experimental::set_push_region_callback(on_region);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
 }
 void stop_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
@@ -80,6 +105,25 @@ void stop_counting() {
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
+  Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
+}
+
+// The kernels of a portable planner's step graph (none for the CUDA
+// specialization).
+template <class P, class = void>
+struct has_step_graph : std::false_type {};
+template <class P>
+struct has_step_graph<P, decltype((void)std::declval<const P&>().step_graph_kernels())> : std::true_type {};
+template <class P>
+int step_graph_nodes(const P& planner) {
+  if constexpr (has_step_graph<P>::value) {
+    return static_cast<int>(planner.step_graph_kernels().size());
+  } else {
+    (void)planner;
+    return 0;
+  }
 }
 
 struct Row {
@@ -119,6 +163,7 @@ Row measure(const moonep::Config& c, const moonep::Routing& routing, int steps, 
   r.form = form;
   r.us_per_step = seconds / steps * 1e6;
   r.counts = g_counts;
+  r.counts.graph_nodes = r.counts.graphs > 0 ? step_graph_nodes(planner) : 0;
   return r;
 }
 
@@ -131,6 +176,13 @@ std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int step
     rows.push_back(measure<moonep::Planner<Exec, moonep::impl::PortableDeviceForm>>(c, routing, steps, "portable",
                                                                                    "device"));
   }
+  // The device form's kernels launched one by one (where the step is a
+  // graph otherwise): what the graph saves.
+  using Sequence = moonep::Planner<Exec, moonep::impl::PortableDeviceSequence>;
+  if constexpr (!std::is_same<typename moonep::Planner<Exec, moonep::impl::PortableDeviceForm>::step_submission,
+                              typename Sequence::step_submission>::value) {
+    rows.push_back(measure<Sequence>(c, routing, steps, "portable (sequence)", "device"));
+  }
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
   rows.push_back(
       measure<moonep::Planner<Kokkos::Cuda, moonep::CudaSpecialization>>(c, routing, steps, "cuda (specialization)", "-"));
@@ -141,12 +193,20 @@ std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int step
 void print_table(const moonep::Config& c, double imbalance, int steps, const std::vector<Row>& rows, bool fences) {
   std::printf("R=%d E=%d K=%d S=%d B=%d tp=%d imbalance %.2f, %d steps back to back, on %s\n", c.ranks, c.experts,
               c.topk, c.tokens, c.copy_slots, c.token_padding, imbalance, steps, Exec::name());
-  std::printf("  %-22s %-6s %10s %9s %7s %12s\n", "path", "form", "us/step", "launches", "fences", "deep_copies");
+  // launches: kernels Kokkos launched one by one; graph: step graphs
+  // submitted x their kernels.
+  std::printf("  %-22s %-6s %10s %9s %7s %7s %12s %7s %9s\n", "path", "form", "us/step", "launches", "graph",
+              "fences", "deep_copies", "allocs", "deallocs");
   for (const Row& r : rows) {
-    std::printf("  %-22s %-6s %10.1f %9d %7d %12d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
-                r.counts.launches, r.counts.fences, r.counts.deep_copies);
+    const std::string graph =
+        r.counts.graphs > 0 ? std::to_string(r.counts.graphs) + "x" + std::to_string(r.counts.graph_nodes) : "-";
+    std::printf("  %-22s %-6s %10.1f %9d %7s %7d %12d %7d %9d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
+                r.counts.launches, graph.c_str(), r.counts.fences, r.counts.deep_copies, r.counts.allocations,
+                r.counts.deallocations);
     if (fences) {
       for (const auto& f : r.counts.fence_labels) std::printf("      fence %s x%d\n", f.first.c_str(), f.second);
+      // (+label: allocated, -label: freed)
+      for (const auto& a : r.counts.allocation_labels) std::printf("      alloc %s x%d\n", a.first.c_str(), a.second);
     }
   }
 }
@@ -194,7 +254,7 @@ int main(int argc, char** argv) {
   if (steps < 1) usage();
   const std::vector<Row> rows = measure_all(c, imbalance, steps);
   print_table(c, imbalance, steps, rows, fences);
-  if (rows.empty() || rows[0].counts.launches == 0) {
+  if (rows.empty() || rows[0].counts.launches + rows[0].counts.graphs * rows[0].counts.graph_nodes == 0) {
     std::fprintf(stderr, "portable_step_bench: no kernel launch was counted (Kokkos Tools callbacks not called)\n");
     return 1;
   }

@@ -11,8 +11,13 @@
 // whose portable phases take their host form by default
 // (portable::default_phase_form: Serial, OpenMP, Threads), the device form
 // (Planner<Exec, impl::PortableDeviceForm>), so the device kernels (GPU
-// block sizes, team scratch, the scans) are checked on every build,
-// without a GPU.
+// block sizes, team scratch, the team scans, the step graph) are checked on
+// every build, without a GPU. PortableSubmissionVariants adds, on every
+// execution space, the device form with its in-process step launched kernel
+// by kernel rather than as one graph (Planner<Exec,
+// impl::PortableDeviceSequence>: what a build without graphs, or a step
+// with large team scratch, runs), for the tests of how a step is launched
+// and of reuse.
 #pragma once
 
 #include <string>
@@ -33,13 +38,19 @@ using DeviceFormVariant = typename std::conditional<
     std::tuple<Planner<Exec, impl::PortableDeviceForm>>, std::tuple<>>::type;
 #define MOONEP_TEST_PORTABLE_VARIANT(Exec) , std::declval<std::tuple<Planner<Exec, PortablePhases>>>()
 #define MOONEP_TEST_DEVICE_FORM_VARIANT(Exec) , std::declval<DeviceFormVariant<Exec>>()
+#define MOONEP_TEST_DEVICE_SEQUENCE_VARIANT(Exec) , std::declval<std::tuple<Planner<Exec, impl::PortableDeviceSequence>>>()
 using PortableVariants = decltype(std::tuple_cat(
     std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_PORTABLE_VARIANT)));
 using DeviceFormVariants = decltype(std::tuple_cat(
     std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_DEVICE_FORM_VARIANT)));
 using PortableFormVariants = decltype(std::tuple_cat(std::declval<PortableVariants>(), std::declval<DeviceFormVariants>()));
+using DeviceSequenceVariants = decltype(std::tuple_cat(
+    std::declval<std::tuple<>>() MOONEP_KOKKOS_FOR_EACH_EXECUTION_SPACE(MOONEP_TEST_DEVICE_SEQUENCE_VARIANT)));
+using PortableSubmissionVariants =
+    decltype(std::tuple_cat(std::declval<PortableFormVariants>(), std::declval<DeviceSequenceVariants>()));
 #undef MOONEP_TEST_PORTABLE_VARIANT
 #undef MOONEP_TEST_DEVICE_FORM_VARIANT
+#undef MOONEP_TEST_DEVICE_SEQUENCE_VARIANT
 
 #if MOONEP_HAVE_CUDA_SPECIALIZATION
 using CudaSpecVariants = std::tuple<Planner<Kokkos::Cuda, CudaSpecialization>>;
@@ -48,13 +59,17 @@ using CudaSpecVariants = std::tuple<>;
 #endif
 
 using PlannerVariants = decltype(std::tuple_cat(std::declval<PortableFormVariants>(), std::declval<CudaSpecVariants>()));
+// PlannerVariants and the device form's sequence.
+using ReuseVariants = decltype(std::tuple_cat(std::declval<PlannerVariants>(), std::declval<DeviceSequenceVariants>()));
 
-// "portable on Serial", "portable (device form) on Serial", "cuda on
-// Cuda": for INFO lines.
+// "portable on Serial", "portable (device form) on Serial", "portable
+// (device form, sequence) on Serial", "cuda on Cuda": for INFO lines.
 template <class P>
 std::string variant_name() {
   const bool forced = std::is_same<typename P::path, impl::PortableDeviceForm>::value;
-  return std::string(P::path_name()) + (forced ? " (device form)" : "") + " on " + P::execution_space::name();
+  const bool sequence = std::is_same<typename P::path, impl::PortableDeviceSequence>::value;
+  return std::string(P::path_name()) + (forced ? " (device form)" : sequence ? " (device form, sequence)" : "") +
+         " on " + P::execution_space::name();
 }
 
 }  // namespace moonep::test

@@ -5,8 +5,8 @@
 // bfloat16, moonep::bf16: copies as bits, reduce in float rounded once): copies are the owners'
 // bits and unused slots stay untouched; reduce adds in increasing rank then
 // slot (a case where another order gives other bits); the refusal of a
-// plan with a remote expert that is not copied, with nothing written; and
-// views of the wrong extents.
+// plan with a remote expert that is not copied, with nothing written;
+// views of the wrong extents; and what a call costs besides its kernels.
 #include "catch2_compat.hpp"
 
 #include <string>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "moonep/expert_copies.hpp"
+#include "support/kokkos_counts.hpp"
 #include "support/layer_cases.hpp"
 #include "support/layer_views.hpp"
 
@@ -149,4 +150,38 @@ TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce refuse a remote expert wi
   CHECK(input_error([&] { ops2.fetch(planner.last_plan(), p, cp); }).find("fetch: the plan is of ") == 0);
   CHECK(input_error([&] { moonep::InProcessExpertCopies<float, Exec>(ok.c, 0); }) ==
         "InProcessExpertCopies: Q must be at least 1, got 0");
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable fetch and reduce read the plan on the host only when B < epn, in one copy",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // B >= epn: kernels only. B < epn: the check that no rank would run a
+  // remote expert without a copy reads every rank's group sizes, one copy
+  // of the planner's back-to-back tables. Never an allocation.
+  INFO(moonep::test::variant_name<TestType>());
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  for (const Step& s : {synthetic_step(Config{4, 16, 4, 12, 4, 4}, 2.0, 21, false),
+                        synthetic_step(Config{4, 16, 3, 12, 2, 2}, 0.5, 22, false)}) {
+    const Config& c = s.c;
+    const bool reads = c.copy_slots < c.experts_per_rank();
+    INFO("B=" << c.copy_slots << " epn=" << c.experts_per_rank());
+    moonep::InProcessWorld<Mem> world(c.ranks);
+    TestType planner(c, world);
+    REQUIRE(plan_step(planner, s) == "");
+    moonep::InProcessExpertCopies<float, Exec> ops(c, kParams);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> own("own", c.ranks, c.experts_per_rank(), kParams);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> copies("copies", c.ranks, c.copy_slots, kParams);
+    ops.fetch(planner.last_plan(), own, copies);
+    ops.reduce(planner.last_plan(), copies, own);
+    Kokkos::fence();
+    moonep::test::CountKokkos count;
+    ops.fetch(planner.last_plan(), own, copies);
+    ops.reduce(planner.last_plan(), copies, own);
+    const moonep::test::KokkosCounts n = count.stop();
+    Kokkos::fence();
+    CHECK(n.launches == 2 * c.ranks);
+    CHECK(n.deep_copies == (reads ? 2 : 0));
+    CHECK(n.allocations == 0);
+    CHECK(n.deallocations == 0);
+  }
 }

@@ -5,8 +5,9 @@
 // backward (grad_y, grad_w) and dispatch's backward (grad_x, grad_w), full
 // and ragged steps (rows past s_r NaN), many duplicates, R = 1, float,
 // double and bfloat16 (moonep::bf16: rows as bits, float sums rounded once
-// to nearest even, NaN kept, also in device code); its bad input; and plans
-// whose views hold anything.
+// to nearest even, NaN kept, also in device code); its bad input; plans
+// whose views hold anything; and that its operations only enqueue kernels
+// (no fence, copy or allocation: on a GPU no host round trip).
 #include "catch2_compat.hpp"
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "moonep/layer.hpp"
+#include "support/kokkos_counts.hpp"
 #include "support/layer_cases.hpp"
 #include "support/layer_views.hpp"
 #include "test_portable_support.hpp"
@@ -310,4 +312,49 @@ TEMPLATE_LIST_TEST_CASE("whatever the plan's views hold, the portable layer stay
     ++checked;
   }
   CHECK(checked > 3);
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable layer's operations enqueue kernels and nothing else", "[layer][portable]",
+                        moonep::test::PortableVariants) {
+  // Dispatch, both combines and both backwards of each, counted by Kokkos
+  // Tools after a first round: no fence, no deep copy (nothing read on the
+  // host, nothing staged), no allocation or free (partial rows are made
+  // with the layer).
+  INFO(moonep::test::variant_name<TestType>());
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  using W = moonep::weight_t<float>;
+  const Step s = synthetic_step(Config{4, 16, 4, 12, 2, 4}, 2.0, 21, false);
+  const Config& c = s.c;
+  const std::int64_t nvs = c.slots();
+  moonep::InProcessWorld<Mem> world(c.ranks);
+  TestType planner(c, world);
+  moonep::test::plan_with(planner, s.routing);
+  moonep::InProcessLayer<float, Exec> layer(c, kHidden);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> x("x", c.ranks, c.tokens, kHidden);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> out("out", c.ranks, c.tokens, kHidden);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> recv("recv", c.ranks, nvs, kHidden), gy("gy", c.ranks, nvs, kHidden);
+  Kokkos::View<W***, Kokkos::LayoutRight, Mem> w("w", c.ranks, c.tokens, c.topk), gw("gw", c.ranks, c.tokens, c.topk);
+  Kokkos::View<W**, Kokkos::LayoutRight, Mem> recv_w("recv_w", c.ranks, nvs);
+  const auto& plan = planner.last_plan();
+  const auto round = [&] {
+    layer.dispatch(plan, x, w, recv, recv_w);
+    layer.combine(plan, recv, recv_w, out);
+    layer.combine_unweighted(plan, recv, out);
+    layer.combine_backward(plan, out, recv, recv_w, gy, gw);
+    layer.combine_backward_unweighted(plan, out, gy);
+    layer.dispatch_backward(plan, gy, recv_w, out, gw);
+    layer.dispatch_backward(plan, gy, out);
+  };
+  round();
+  Kokkos::fence();
+  moonep::test::CountKokkos count;
+  round();
+  const moonep::test::KokkosCounts n = count.stop();
+  Kokkos::fence();
+  CHECK(n.launches > 0);
+  CHECK(n.fences == 0);
+  CHECK(n.deep_copies == 0);
+  CHECK(n.allocations == 0);
+  CHECK(n.deallocations == 0);
 }

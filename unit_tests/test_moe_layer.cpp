@@ -9,8 +9,9 @@
 // (quarters: every sum exact, so the results are the direct values' bits)
 // and random data (tolerance); full and ragged steps (rows past s_r NaN,
 // rows of out and gx past s_r untouched), R = 1, B = epn, a smaller B
-// that still copies everything, copies on every rank; and the refusal of
-// a plan it cannot run, with nothing written.
+// that still copies everything, copies on every rank; the refusal of
+// a plan it cannot run, with nothing written; and what a step costs besides
+// its kernels.
 #include "catch2_compat.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "moonep/moe_layer.hpp"
+#include "support/kokkos_counts.hpp"
 #include "support/layer_cases.hpp"
 #include "support/layer_views.hpp"
 
@@ -160,4 +162,48 @@ TEMPLATE_LIST_TEST_CASE("the linear layer refuses a plan it cannot run and views
         "forward: out is [2][4][2], expected [2][4][1]");
   CHECK(input_error([&] { moonep::InProcessMoeLayer<float, Exec>(c, 1, 0); }) ==
         "InProcessMoeLayer: H' must be at least 1, got 0");
+}
+
+TEMPLATE_LIST_TEST_CASE("the linear layer allocates nothing in a step and reads the plan's groups in one copy",
+                        "[layer][portable]", moonep::test::PortableVariants) {
+  // With the portable GEMM, after a first step: forward reads the group
+  // sizes once (the GEMMs are launched from the host), and once more when
+  // B < epn (fetch's check for an uncopied remote expert); backward reads
+  // them once, and twice more when B < epn (its own check before anything
+  // moves, and reduce's), besides zeroing the two gradients of the experts
+  // (deep copies of a value, on the device). No allocation, no free.
+  INFO(moonep::test::variant_name<TestType>());
+  using Exec = typename TestType::execution_space;
+  using Mem = typename TestType::memory_space;
+  using W = moonep::weight_t<float>;
+  for (const Step& s : {synthetic_step(Config{4, 16, 4, 12, 4, 4}, 2.0, 21, false),
+                        synthetic_step(Config{4, 16, 3, 12, 2, 2}, 0.5, 22, false)}) {
+    const Config& c = s.c;
+    const bool checks = c.copy_slots < c.experts_per_rank();
+    const int epn = c.experts_per_rank();
+    INFO("B=" << c.copy_slots << " epn=" << epn);
+    moonep::InProcessWorld<Mem> world(c.ranks);
+    TestType planner(c, world);
+    REQUIRE(plan_step(planner, s) == "");
+    moonep::InProcessMoeLayer<float, Exec> layer(c, kHidden, kOut, moonep::GemmKind::portable);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> x("x", c.ranks, c.tokens, kHidden);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> gx("gx", c.ranks, c.tokens, kHidden);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> out("out", c.ranks, c.tokens, kOut);
+    Kokkos::View<W***, Kokkos::LayoutRight, Mem> w("w", c.ranks, c.tokens, c.topk), gw("gw", c.ranks, c.tokens, c.topk);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> p("p", c.ranks, epn, kHidden * kOut);
+    Kokkos::View<float***, Kokkos::LayoutRight, Mem> gp("gp", c.ranks, epn, kHidden * kOut);
+    layer.forward(planner.last_plan(), x, w, p, out);
+    layer.backward(planner.last_plan(), out, p, gx, gw, gp);
+    Kokkos::fence();
+    moonep::test::CountKokkos count_forward;
+    layer.forward(planner.last_plan(), x, w, p, out);
+    const moonep::test::KokkosCounts f = count_forward.stop();
+    moonep::test::CountKokkos count_backward;
+    layer.backward(planner.last_plan(), out, p, gx, gw, gp);
+    const moonep::test::KokkosCounts b = count_backward.stop();
+    Kokkos::fence();
+    CHECK(f.deep_copies == 1 + (checks ? 1 : 0));
+    CHECK(b.deep_copies == 2 + 1 + (checks ? 2 : 0));
+    CHECK(f.allocations + f.deallocations + b.allocations + b.deallocations == 0);
+  }
 }

@@ -4,7 +4,10 @@
 // which path ran:
 //  * the portable phases: regions moonep::portable::{plan, validate,
 //    phaseA, phaseB, phaseC2, phaseD} and kernels moonep::portable::<phase>_*
-//    (plus the world's moonep::world::* when the planner puts);
+//    (plus the world's moonep::world::* when the planner puts); an
+//    in-process step submitted as one graph shows the regions plan,
+//    validate and step_graph, and its kernels only through the planner's
+//    step_graph_kernels() (Kokkos Tools see no kernel of a graph);
 //  * the CUDA specialization: regions moonep::cuda::plan and
 //    moonep::cuda::<kernel> (shared_tables or global_tables), and no Kokkos
 //    kernel at all (its one launch is a plain CUDA kernel).
@@ -13,14 +16,17 @@
 // and puts nothing (every rank's chunk is stored into in place). Each form
 // of the kernels (host, device; chosen at compile time from the execution
 // space, or forced with impl::PortableDeviceForm) launches its own kernels,
-// and an in-process step waits for the device once, at its end (counted
-// with Kokkos Tools' fence callback, whose labels Kokkos passes from 3.6 on).
+// an in-process step waits for the device once, at its end (counted with
+// Kokkos Tools' fence callback, whose labels Kokkos passes from 3.6 on), and
+// allocates and frees nothing (Kokkos Tools' allocation callbacks): on a GPU
+// each would be a cudaMalloc/cudaFree-class call.
 #include "catch2_compat.hpp"
 
 #include <map>
 #include <set>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "test_portable_support.hpp"
 
@@ -37,12 +43,35 @@ void on_kernel(const char* name, std::uint32_t, std::uint64_t*) {
 void on_region(const char* name) { g_regions.insert(name); }
 std::map<std::string, int> g_fences;  // label -> fences in the recorded step
 void on_fence(const char* name, std::uint32_t, std::uint64_t*) { ++g_fences[name]; }
+std::map<std::string, int> g_allocations, g_deallocations;  // label -> count in the recorded step
+int g_deep_copies = 0;
+void on_allocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) { ++g_allocations[name]; }
+void on_deallocate(Kokkos::Tools::SpaceHandle, const char* name, const void*, std::uint64_t) {
+  ++g_deallocations[name];
+}
+void on_deep_copy(Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::Tools::SpaceHandle, const char*,
+                  const void*, std::uint64_t) {
+  ++g_deep_copies;
+}
+std::vector<std::string> g_graph_kernels;  // the recorded planner's step graph, if any
+
+// The step graph's kernels of a portable planner (none for the CUDA
+// specialization).
+template <class P, class = void>
+struct has_step_graph : std::false_type {};
+template <class P>
+struct has_step_graph<P, decltype((void)std::declval<const P&>().step_graph_kernels())> : std::true_type {};
+
+struct Size {
+  int ranks, experts, topk, tokens;
+};
 
 // The labels of one planning step (construction and copies not counted).
 template <class P>
-void record_one_step(int ranks = 4) {
+void record_one_step(Size z = Size{4, 16, 2, 32}) {
   Config c;
-  c.ranks = ranks; c.experts = 4 * ranks; c.topk = 2; c.tokens = 32; c.copy_slots = 2; c.token_padding = 2;
+  c.ranks = z.ranks; c.experts = z.experts; c.topk = z.topk; c.tokens = z.tokens; c.copy_slots = 2;
+  c.token_padding = 2;
   InProcessWorld<typename P::memory_space> world(c.ranks);
   P planner(c, world);
   const auto views = to_views<typename P::memory_space>(make_routing(c, Shape::skewed, 1));
@@ -51,42 +80,74 @@ void record_one_step(int ranks = 4) {
   g_regions.clear();
   g_launches = 0;
   g_fences.clear();
+  g_allocations.clear();
+  g_deallocations.clear();
+  g_deep_copies = 0;
+  g_graph_kernels.clear();
+  if constexpr (has_step_graph<P>::value) g_graph_kernels = planner.step_graph_kernels();
   Kokkos::Tools::Experimental::set_begin_fence_callback(on_fence);
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(on_kernel);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(on_kernel);
   Kokkos::Tools::Experimental::set_push_region_callback(on_region);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(on_deep_copy);
   planner.plan(views);
   Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(nullptr);
   Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
   Kokkos::Tools::Experimental::set_begin_fence_callback(nullptr);
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
 }
 
+// The step's kernels: those Kokkos Tools saw launched and those of its graph.
+std::set<std::string> step_kernels() {
+  std::set<std::string> all = g_kernels;
+  all.insert(g_graph_kernels.begin(), g_graph_kernels.end());
+  return all;
+}
+int step_kernel_count() { return g_launches + static_cast<int>(g_graph_kernels.size()); }
+
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+template <class P>
+constexpr bool is_graph_step() {
+  return std::is_same<typename P::step_submission, impl::portable::StepGraph>::value && MOONEP_KOKKOS_HAS_GRAPH;
+}
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("the portable phases label their regions and kernels moonep::portable", "[portable]",
-                        PortableVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>();
-  for (const char* k : {"moonep::portable::validate_histogram", "moonep::portable::phaseA_clear_slots",
-                        "moonep::portable::phaseC1_stable_scatter", "moonep::portable::phaseB_expert_split",
+  const std::set<std::string> kernels = step_kernels();
+  for (const char* k : {"moonep::portable::validate_histogram", "moonep::portable::phaseB_expert_split",
                         "moonep::portable::phaseB_layout", "moonep::portable::phaseC2_destinations_dedup",
                         "moonep::portable::phaseD_dup_structures"}) {
     INFO(k);
-    CHECK(g_kernels.count(k) == 1);
+    CHECK(kernels.count(k) == 1);
   }
-  for (const auto& k : g_kernels) {
+  for (const auto& k : kernels) {
     INFO(k);
     CHECK((starts_with(k, "moonep::portable::") || starts_with(k, "moonep::world::")));
   }
-  for (const char* r : {"moonep::portable::plan", "moonep::portable::validate", "moonep::portable::phaseA",
-                        "moonep::portable::phaseB", "moonep::portable::phaseC2", "moonep::portable::phaseD"}) {
+  std::vector<const char*> regions = {"moonep::portable::plan", "moonep::portable::validate"};
+  if (is_graph_step<TestType>()) {
+    regions.push_back("moonep::portable::step_graph");
+  } else {
+    for (const char* r : {"moonep::portable::phaseA", "moonep::portable::phaseB", "moonep::portable::phaseC2",
+                          "moonep::portable::phaseD"})
+      regions.push_back(r);
+  }
+  for (const char* r : regions) {
     INFO(r);
     CHECK(g_regions.count(r) == 1);
   }
+  CHECK(g_regions.size() == regions.size());
   CHECK(g_regions.count("moonep::cuda::plan") == 0);
 }
 
@@ -94,37 +155,63 @@ TEST_CASE("the portable phases' form is a compile-time trait of the execution sp
   using impl::portable::default_phase_form_t;
   using impl::portable::DeviceForm;
   using impl::portable::HostForm;
+  using impl::portable::StepGraph;
+  using impl::portable::StepSequence;
   CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultHostExecutionSpace>, HostForm>::value);
   CHECK(std::is_same<default_phase_form_t<Kokkos::DefaultExecutionSpace>, HostForm>::value ==
         Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible);
 #if defined(KOKKOS_ENABLE_CUDA)
   CHECK(std::is_same<default_phase_form_t<Kokkos::Cuda>, DeviceForm>::value);
+  CHECK(std::is_same<Planner<Kokkos::Cuda, PortablePhases>::step_submission, StepGraph>::value ==
+        bool(MOONEP_KOKKOS_HAS_GRAPH));
 #endif
   CHECK(Planner<Kokkos::DefaultHostExecutionSpace, PortablePhases>::host_form);
   CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::host_form);
   CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::phase_form, DeviceForm>::value);
+  // How an in-process step is submitted: the host form launches its kernels
+  // one by one; the device form is one graph where Kokkos has graphs.
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, PortablePhases>::step_submission, StepSequence>::value);
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceForm>::step_submission,
+                     StepGraph>::value == bool(MOONEP_KOKKOS_HAS_GRAPH));
+  CHECK(std::is_same<Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceSequence>::step_submission,
+                     StepSequence>::value);
+  CHECK_FALSE(Planner<Kokkos::DefaultHostExecutionSpace, impl::PortableDeviceSequence>::host_form);
 }
 
 TEMPLATE_LIST_TEST_CASE("each form of the portable phases launches its own kernels", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
   record_one_step<TestType>();
   const bool device = !TestType::host_form;
-  // The device form scans every block histogram at once and numbers the
-  // duplicate groups with a scan; the host form walks each rank's blocks
-  // and slots in one thread.
-  CHECK((g_kernels.count("moonep::portable::validate_block_offsets") == 1) == device);
-  CHECK((g_kernels.count("moonep::portable::phaseD_dup_groups") == 1) == device);
-  // validate 3, A 2, B 4, C2 1, D 2 in the device form; validate 2 and D 1
-  // in the host form (portable_planner.hpp).
-  CHECK(g_launches == (device ? 12 : 10));
+  const std::set<std::string> kernels = step_kernels();
+  // The host form walks each rank's blocks and slots in one thread; the
+  // device form turns the block histograms into offsets with one team per
+  // rank, clears the slots in the scatter's teams (A and C1 in one kernel)
+  // and numbers the duplicate groups by tiles.
+  CHECK((kernels.count("moonep::portable::validate_counts") == 1) == !device);
+  CHECK((kernels.count("moonep::portable::phaseA_clear_slots") == 1) == !device);
+  CHECK((kernels.count("moonep::portable::phaseC1_stable_scatter") == 1) == !device);
+  CHECK((kernels.count("moonep::portable::validate_block_offsets") == 1) == device);
+  CHECK((kernels.count("moonep::portable::phaseAC1_clear_and_scatter") == 1) == device);
+  CHECK((kernels.count("moonep::portable::phaseD_dup_groups") == 1) == device);
+  // validate 2, A+C1 1, B 4, C2 1, D 2 in the device form; validate 2, A 1,
+  // C1 1, B 4, C2 1, D 1 in the host form (portable_planner.hpp).
+  CHECK(step_kernel_count() == 10);
+  // A step graph holds every kernel of the step; Kokkos launches none
+  // outside it.
+  if (is_graph_step<TestType>()) {
+    CHECK(g_graph_kernels.size() == 10);
+    CHECK(g_launches == 0);
+  } else {
+    CHECK(g_graph_kernels.empty());
+  }
 }
 
 #if KOKKOS_VERSION >= 30600
 TEMPLATE_LIST_TEST_CASE("an in-process step waits for the device once, at its end", "[portable]",
-                        PortableFormVariants) {
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
-  record_one_step<TestType>(8);
+  record_one_step<TestType>(Size{8, 32, 2, 32});
   int moonep_fences = 0;
   for (const auto& f : g_fences) {
     INFO(f.first << " x" << f.second);
@@ -138,18 +225,41 @@ TEMPLATE_LIST_TEST_CASE("an in-process step waits for the device once, at its en
 }
 #endif
 
-TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever the number of ranks", "[portable]",
-                        PortableFormVariants) {
+// What a step allocates and frees, counted by Kokkos Tools (every View,
+// and Kokkos' own scratch, e.g. Kokkos::Threads' thread scratch, which a
+// kernel needing more of it than the last one reallocates): nothing, at a
+// small size and at one where the device form cuts ranks into many blocks
+// and slot tiles. And one deep copy: the step's status, read at its end.
+TEMPLATE_LIST_TEST_CASE("an in-process step allocates nothing and copies only its status", "[portable]",
+                        PortableSubmissionVariants) {
   INFO(variant_name<TestType>());
-  record_one_step<TestType>(2);
-  const int at2 = g_launches;
-  const std::set<std::string> kernels2 = g_kernels;
-  record_one_step<TestType>(8);
-  CHECK(g_launches == at2);
-  CHECK(g_kernels == kernels2);
+  for (const Size z : {Size{4, 16, 2, 32}, Size{2, 8, 2, 64}, Size{8, 64, 4, 1024}}) {
+    INFO("R=" << z.ranks << " E=" << z.experts << " K=" << z.topk << " S=" << z.tokens);
+    record_one_step<TestType>(z);
+    for (const auto& a : g_allocations) {
+      INFO("allocated " << a.first << " x" << a.second);
+      CHECK(a.second == 0);
+    }
+    for (const auto& a : g_deallocations) {
+      INFO("freed " << a.first << " x" << a.second);
+      CHECK(a.second == 0);
+    }
+    CHECK(g_deep_copies == 1);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever the number of ranks", "[portable]",
+                        PortableSubmissionVariants) {
+  INFO(variant_name<TestType>());
+  record_one_step<TestType>(Size{2, 8, 2, 32});
+  const int at2 = step_kernel_count();
+  const std::set<std::string> kernels2 = step_kernels();
+  record_one_step<TestType>(Size{8, 32, 2, 32});
+  CHECK(step_kernel_count() == at2);
+  CHECK(step_kernels() == kernels2);
   // One launch per kernel name: no kernel runs once per rank.
-  CHECK(static_cast<std::size_t>(g_launches) == g_kernels.size());
-  for (const auto& k : g_kernels) {
+  CHECK(static_cast<std::size_t>(step_kernel_count()) == step_kernels().size());
+  for (const auto& k : step_kernels()) {
     INFO(k);
     CHECK(starts_with(k, "moonep::portable::"));  // nothing put into an in-process world
   }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // One Planner reused across many steps gives the same plans as a fresh
 // planner per step (no state leaks from one step into the next), for every
-// planner variant (test_exec_spaces.hpp).
+// planner variant and the device form's in-process sequence
+// (test_exec_spaces.hpp: ReuseVariants; a step graph built once must read
+// each step's inputs, whose views move between these steps).
 #include "catch2_compat.hpp"
 
 #include "moonep/reference.hpp"
@@ -11,7 +13,7 @@
 using namespace moonep;
 using namespace moonep::test;
 
-TEMPLATE_LIST_TEST_CASE("a reused planner plans each step like a fresh one", "[portable]", PlannerVariants) {
+TEMPLATE_LIST_TEST_CASE("a reused planner plans each step like a fresh one", "[portable]", ReuseVariants) {
   INFO(variant_name<TestType>());
   Config c;
   c.ranks = 4; c.experts = 32; c.topk = 4; c.tokens = 64; c.copy_slots = 3; c.token_padding = 4;
@@ -36,7 +38,7 @@ TEMPLATE_LIST_TEST_CASE("a reused planner plans each step like a fresh one", "[p
 // not experts at all: a ragged step must not read them. Every variant
 // (the CUDA specialization reads the counts on the device only, and writes
 // RankPlanView::entries there).
-TEMPLATE_LIST_TEST_CASE("a reused planner alternates ragged and full steps", "[portable][ragged]", PlannerVariants) {
+TEMPLATE_LIST_TEST_CASE("a reused planner alternates ragged and full steps", "[portable][ragged]", ReuseVariants) {
   INFO(variant_name<TestType>());
   using Mem = typename TestType::memory_space;
   const Config c = Config{4, 32, 4, 64, 3, 4};

@@ -22,9 +22,11 @@
 // (check_layer_plan is what reports such a plan).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "moonep/error.hpp"
 #include "moonep/impl/in_process_plan_check.hpp"
@@ -56,6 +58,7 @@ class InProcessExpertCopies {
       groups_.config = config;
       groups_.ranks.resize(static_cast<std::size_t>(config.ranks));
       for (auto& r : groups_.ranks) r.cu_seqlens.resize(static_cast<std::size_t>(config.groups()));
+      cu_host_.resize(static_cast<std::size_t>(config.ranks) * config.groups());
     }
   }
 
@@ -66,7 +69,7 @@ class InProcessExpertCopies {
   // e = experts_to_copy[d][b] >= 0; slots with -1 untouched.
   void fetch(const plan_type& plan, const const_params_view& experts, const params_view& copies) const {
     check("fetch", plan, "P", experts, "copies", copies);
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t B = config_.copy_slots, Q = params_, epn = config_.experts_per_rank(), E = config_.experts;
     for (int d = 0; d < config_.ranks; ++d) {
       const auto table = plan.ranks[d].experts_to_copy;
@@ -85,7 +88,7 @@ class InProcessExpertCopies {
   // The owner h reads its own plan's table (every rank holds the same).
   void reduce(const plan_type& plan, const const_params_view& grad_copies, const params_view& grad_experts) const {
     check("reduce", plan, "grad_P", grad_experts, "grad_copies", grad_copies);
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t B = config_.copy_slots, Q = params_, epn = config_.experts_per_rank(), R = config_.ranks;
     for (int h = 0; h < config_.ranks; ++h) {
       const auto table = plan.ranks[h].experts_to_copy;
@@ -107,15 +110,14 @@ class InProcessExpertCopies {
 
   // check_experts_runnable's InputError for a plan whose rank would run a
   // remote expert that is not copied. Nothing to read when B >= epn;
-  // otherwise reads every rank's cu_seqlens on the host (waits for the plan).
+  // otherwise reads every rank's cu_seqlens on the host (waits for the plan;
+  // one copy for a portable Planner's plan).
   void check_runnable(const plan_type& plan) const {
     if (config_.copy_slots >= config_.experts_per_rank()) return;
-    for (int d = 0; d < config_.ranks; ++d) {
-      std::vector<std::int32_t>& host = groups_.ranks[static_cast<std::size_t>(d)].cu_seqlens;
-      Kokkos::deep_copy(Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()),
-                        Kokkos::View<const std::int32_t*, memory_space, Kokkos::MemoryUnmanaged>(
-                            plan.ranks[d].cu_seqlens.data(), host.size()));
-    }
+    const std::size_t G = static_cast<std::size_t>(config_.groups());
+    impl::read_group_sizes(plan, config_, cu_host_.data());
+    for (std::size_t d = 0; d < groups_.ranks.size(); ++d)
+      std::copy(cu_host_.begin() + d * G, cu_host_.begin() + (d + 1) * G, groups_.ranks[d].cu_seqlens.begin());
     check_experts_runnable(groups_);
   }
 
@@ -143,7 +145,9 @@ class InProcessExpertCopies {
   Config config_;
   std::int64_t params_;
   ExecutionSpace exec_;
-  // The plan's group sizes on the host, for check_runnable (B < epn only).
+  // The plan's group sizes on the host, for check_runnable (B < epn only):
+  // [R][E+B] as read, and per rank for check_experts_runnable.
+  mutable std::vector<std::int32_t> cu_host_;
   mutable HostPlan groups_;
 };
 

@@ -194,7 +194,7 @@ class InProcessLayer {
     const std::int64_t S = config_.tokens, K = config_.topk, nvs = config_.slots(), H = hidden_;
     check_extents("combine backward", "grad_out", grad_out, S, "S");
     check_extents("combine backward", "grad_y", grad_y, nvs, "NvS");
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     for (int d = 0; d < config_.ranks; ++d) {
       const auto src_info = plan.ranks[d].src_info;
       const std::int64_t R = config_.ranks;
@@ -216,7 +216,7 @@ class InProcessLayer {
   // h < width (one call per element: width H for rows, 1 per entry).
   template <class F>
   void over_entries(const char* label, const RankPlanView<memory_space>& p, std::int64_t width, const F& f) const {
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t N = config_.entries(), nvs = config_.slots(), R = config_.ranks;
     const auto dst = p.dst;
     const auto entries = p.entries;
@@ -234,7 +234,7 @@ class InProcessLayer {
   // range of rank d, clipped to the buffer.
   void zero_padding(const char* label, const RankPlanView<memory_space>& p, int d, const rows_view& rows,
                     const slot_weights_view& weights) const {
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t nvs = config_.slots(), H = hidden_;
     const bool with_weights = weights.data() != nullptr;
     const auto zero_fill = p.zero_fill_ranges;
@@ -253,7 +253,7 @@ class InProcessLayer {
   // and element h < H, a duplicate's calls in increasing k by one thread.
   template <class F>
   void over_duplicates(const char* label, const RankPlanView<memory_space>& p, const F& f) const {
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t nvs = config_.slots(), H = hidden_;
     const auto groups = p.dup_groups;
     const auto loffs = p.dup_loffs;
@@ -280,7 +280,7 @@ class InProcessLayer {
     check_extents(names.op, names.rows, y, nvs, "NvS");
     check_extents(names.op, names.out, out, S, "S");
     if (weighted) check_slot_weights(names.op, "recv_w", recv_w);
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const auto partial = partial_;
     for (int d = 0; d < config_.ranks; ++d) {
       // 1. Every filled slot's weighted row, in the accumulation type.

@@ -204,7 +204,7 @@ class InProcessMoeLayer {
   void portable_gemm(bool trans_a, bool trans_b, const const_matrix& a, const const_matrix& b, const matrix& c,
                      int beta) const {
     using A = accum_t<T>;
-    using policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<std::int64_t>>;
+    using policy = impl::layer_policy<ExecutionSpace>;
     const std::int64_t cols = c.extent(1), inner = trans_a ? a.extent(0) : a.extent(1);
     Kokkos::parallel_for(
         "moonep::moe::gemm", policy(exec_, 0, std::int64_t(c.extent(0)) * cols), KOKKOS_LAMBDA(const std::int64_t n) {
@@ -219,15 +219,12 @@ class InProcessMoeLayer {
  private:
   static std::int64_t clip(std::int64_t v, std::int64_t nvs) { return v < 0 ? 0 : v > nvs ? nvs : v; }
 
-  // Every rank's cu_seqlens into cu_host_ (waits for the plan), after
-  // checking that the plan is of this configuration and world.
+  // Every rank's cu_seqlens into cu_host_ (waits for the plan; one copy for
+  // a portable Planner's plan), after checking that the plan is of this
+  // configuration and world.
   void read_groups(const plan_type& plan, const char* op) {
     impl::check_in_process_plan(plan, config_, op);
-    const std::size_t G = static_cast<std::size_t>(config_.groups());
-    for (int d = 0; d < config_.ranks; ++d)
-      Kokkos::deep_copy(
-          Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&cu_host_[d * G], G),
-          Kokkos::View<const std::int32_t*, memory_space, Kokkos::MemoryUnmanaged>(plan.ranks[d].cu_seqlens.data(), G));
+    impl::read_group_sizes(plan, config_, cu_host_.data());
   }
 
   template <class V>

@@ -8,6 +8,8 @@
 #include <Kokkos_Core.hpp>
 
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #ifndef KOKKOS_VERSION
@@ -67,7 +69,38 @@
   MOONEP_KOKKOS_IF_SERIAL(X) MOONEP_KOKKOS_IF_OPENMP(X) MOONEP_KOKKOS_IF_THREADS(X) MOONEP_KOKKOS_IF_CUDA(X) \
   MOONEP_KOKKOS_IF_HIP(X) MOONEP_KOKKOS_IF_SYCL(X)
 
+// Kokkos::Experimental::Graph (a DAG of kernels built once and submitted
+// as one unit: on Kokkos::Cuda one cudaGraphLaunch; HIP and SYCL where
+// Kokkos has native graphs for them; elsewhere Kokkos runs the nodes in
+// order at submit). Present from Kokkos 3.3 on, in <Kokkos_Graph.hpp>, which
+// Kokkos_Core.hpp does not include before 4.x. Its node kinds, 3.4 through
+// the development line of 2025-06: then_parallel_for, then_parallel_reduce
+// (into a View); 4.6 adds then() (one call), the development line native
+// captures (cuda_capture, ...); no scan node in any of them, and Kokkos
+// Tools see no kernel of a graph (no begin/end callback for its nodes).
+// 3.4's Graph has no instantiate() (submit() instantiates).
+#if KOKKOS_VERSION >= 30300
+#define MOONEP_KOKKOS_HAS_GRAPH 1
+#include <Kokkos_Graph.hpp>
+#else
+#define MOONEP_KOKKOS_HAS_GRAPH 0
+#endif
+
 namespace moonep::impl::compat {
+
+#if MOONEP_KOKKOS_HAS_GRAPH
+template <class G, class = void>
+struct graph_has_instantiate : std::false_type {};
+template <class G>
+struct graph_has_instantiate<G, decltype(std::declval<G&>().instantiate())> : std::true_type {};
+
+// Instantiates a graph where Kokkos can (4.x: on Kokkos::Cuda this builds
+// the cudaGraphExec now rather than at the first submit); a no-op on 3.4.
+template <class G>
+inline void instantiate_graph(G& graph) {
+  if constexpr (graph_has_instantiate<G>::value) graph.instantiate();
+}
+#endif
 
 // Execution-space fences take a label only from Kokkos 3.6 on.
 template <class ExecutionSpace>

@@ -6,24 +6,30 @@
 // stable counting sort of each rank's entries by expert.
 //
 // Entries of rank l are cut into `nblocks` contiguous blocks of `block_len`.
-// hist[l][e][b] counts expert e in block b of rank l (block index fastest);
-// base[l][e][b] is the position of block b's first e-entry in the
-// concatenation of every rank's sorted entries (rank l's part starts at
-// l*N in the host walk; in the device scan after the entries of the ranks
-// before it, l*N on a full step: all its entries are valid once validation
-// passed). A ragged rank (docs/spec/planning.md "Ragged steps") keeps the
-// blocks of S*K entries; the kernels stop at its N_l = s_l*K
-// (LocalRanks::entries). The scatter
-// places each entry at its block's base plus the number of earlier equal
-// experts in its block, so equal experts keep their flat order (stable).
-// How, by form (HostForm or DeviceForm, portable_types.hpp):
+// A ragged rank (docs/spec/planning.md "Ragged steps") keeps the blocks of
+// S*K entries; the kernels stop at its N_l = s_l*K (LocalRanks::entries).
+// Each entry's sorted position is where its block's e-entries start plus
+// the number of earlier equal experts in its block, so equal experts keep
+// their flat order (stable). How, by form (HostForm or DeviceForm,
+// portable_types.hpp):
 //  * host: a few long blocks per thread, each walked serially by one
-//    thread that counts as it goes (no team, no scratch); base is one walk
-//    per rank over its E*nblocks counters;
-//  * device: short blocks, one team each; the histogram counts in team
-//    scratch with atomics; base is ONE exclusive scan over the whole hist;
-//    the scatter ranks each entry among the earlier entries of its block,
-//    held in team scratch.
+//    thread that counts as it goes (no team, no scratch). hist[l][e][b]
+//    counts expert e in block b of rank l (block index fastest); base
+//    [l][e][b] is the position of block b's first e-entry in the
+//    concatenation of every rank's sorted entries (rank l's part starts at
+//    l*N), one walk per rank over its E*nblocks counters (validate_host:
+//    two kernels); clear_slots and stable_counting_sort are two more.
+//  * device: short blocks, one team each, and parallel_for kernels only
+//    (no scan, no reduction into a value: each can be a node of the step
+//    graph, portable_types.hpp). hist[l][b][e] (expert fastest: the teams
+//    write and read it coalesced) is counted in team scratch with atomics
+//    (validate_histogram, one team per block); validate_block_offsets, one
+//    team per rank, turns the rank's blocks into base[l][b][e] (its
+//    e-entries in the blocks before b), counts, estart (a team scan over E)
+//    and the rank's problems; phaseAC1_clear_and_scatter, one team per
+//    block, clears its share of the rank's receive slots (Phase A) and
+//    ranks each entry among the earlier entries of its block, held in team
+//    scratch (C1): estart + base + that rank.
 // Both give the same positions; the style changes the blocks and kernels.
 //
 // What must stay true: the histogram never writes out of bounds for a bad
@@ -48,12 +54,14 @@ struct InputScratch {
   bool host_style = true;      // how blocks are walked (see above)
   int nblocks = 1;             // blocks per rank
   std::int64_t block_len = 1;  // entries per block (the last may be shorter)
-  typename T::ivec hist;       // [L][E][nblocks] per-block counts
-  typename T::ivec base;       // [L*E*nblocks + 1] exclusive prefix of hist (the host scatter advances it)
+  typename T::ivec hist;       // per-block counts: host [L][E][nblocks], device [L][nblocks][E]
+  typename T::ivec base;       // host: [L*E*nblocks + 1] exclusive prefix of hist (the host scatter
+                               // advances it); device: [L][nblocks][E] e-entries in the blocks before
   typename T::ivec counts;     // [L][E] tokens per expert of each rank
   typename T::ivec estart;     // [L][E] first sorted position of each expert in its rank
   typename T::ivec pos;        // [L][N] sorted position of each entry in its rank
-  Kokkos::View<std::int64_t, typename T::mem> bad;  // ids outside [0, E) the histogram saw
+  Kokkos::View<std::int64_t, typename T::mem> bad;  // host: ids outside [0, E) the histogram saw
+  typename T::ivec block_bad;  // device: [L][nblocks] ids outside [0, E) in each block
   // The step's status on the device, read back by the host in one copy:
   // [0] the validation result, problems found (bad ids, mismatching counts,
   // bad token counts; LocalRanks::stop points here), [1] the pairs Phase B
@@ -74,6 +82,7 @@ struct InputScratch {
     estart = typename T::ivec(p + "estart", static_cast<std::size_t>(L) * E);
     pos = compat::uninitialized_view<typename T::ivec>(p + "pos", static_cast<std::size_t>(L * N));
     bad = Kokkos::View<std::int64_t, typename T::mem>(p + "bad");
+    if (!host_style) block_bad = typename T::ivec(p + "block_bad", static_cast<std::size_t>(L) * nblocks);
     status = typename T::lvec(p + "status", 2);
     problems = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(status.data());
   }
@@ -99,59 +108,103 @@ struct InputScratch {
   }
 };
 
-// Validation and tokens per expert of every local rank: per-block
-// histograms (bad ids only counted), one scan over them, then the counts,
-// the sorted starts and the comparison with the given tokens_per_expert.
-// Leaves the number of problems over all local ranks (bad ids plus
-// mismatching counts) in s.problems, on the device: nothing is read back
-// here (the planner reads it once, or leaves it to the later kernels).
+// Validation and tokens per expert of every local rank, host form:
+// per-block histograms (bad ids only counted), then one walk per rank over
+// its blocks: the counts, the sorted starts and the comparison with the
+// given tokens_per_expert. Leaves the number of problems over all local
+// ranks (bad ids, mismatching counts, bad token counts) in s.problems, on
+// the device: nothing is read back here (the planner reads it once, or
+// leaves it to the later kernels).
 template <class Exec>
-void histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
-                                 bool has_tpe) {
+void validate_host(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr, bool has_tpe) {
   using T = Types<Exec>;
-  using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
   const std::int64_t N = s.N, len = s.block_len;
   const auto hist = s.hist;
   const auto routing = lr.routing;
   const LocalRanks<Exec> ranks = lr;  // entries(l): N_l of a ragged step
-  if (s.host_style) {
-    Kokkos::parallel_reduce(
-        "moonep::portable::validate_histogram", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
-        KOKKOS_LAMBDA(const std::int64_t lb, std::int64_t& nbad) {
-          const std::int64_t l = lb / nb, b = lb % nb;
-          const std::int32_t* ids = routing(l).at;
-          std::int32_t* h = hist.data() + l * E * nb + b;  // h[e * nb] counts expert e
-          for (int e = 0; e < E; ++e) h[e * nb] = 0;
-          const std::int64_t n = ranks.entries(l);
-          const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
-          for (std::int64_t i = b * len; i < end; ++i) {
-            const std::int32_t e = ids[i];
-            if (e < 0 || e >= E) {
-              ++nbad;
-            } else {
-              ++h[e * nb];
-            }
+  Kokkos::parallel_reduce(
+      "moonep::portable::validate_histogram", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
+      KOKKOS_LAMBDA(const std::int64_t lb, std::int64_t& nbad) {
+        const std::int64_t l = lb / nb, b = lb % nb;
+        const std::int32_t* ids = routing(l).at;
+        std::int32_t* h = hist.data() + l * E * nb + b;  // h[e * nb] counts expert e
+        for (int e = 0; e < E; ++e) h[e * nb] = 0;
+        const std::int64_t n = ranks.entries(l);
+        const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
+        for (std::int64_t i = b * len; i < end; ++i) {
+          const std::int32_t e = ids[i];
+          if (e < 0 || e >= E) {
+            ++nbad;
+          } else {
+            ++h[e * nb];
           }
-        },
-        s.bad);
-  } else {
+        }
+      },
+      s.bad);
+  const auto base = s.base;
+  const auto counts = s.counts;
+  const auto estart = s.estart;
+  const auto tpe = lr.tpe;
+  const auto bad = s.bad;
+  const auto problems = s.problems;
+  // One walk per rank over its few blocks per expert: no scan (whose
+  // passes synchronise every thread) for E*nblocks counters.
+  Kokkos::parallel_reduce(
+      "moonep::portable::validate_counts", typename T::range(exec, 0, s.L),
+      KOKKOS_LAMBDA(const std::int64_t l, std::int64_t& acc) {
+        const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
+        std::int32_t run = rank_start;
+        for (int e = 0; e < E; ++e) {
+          const std::int64_t le = l * E + e;
+          const std::int32_t first = run;
+          for (int b = 0; b < nb; ++b) {
+            base(le * nb + b) = run;
+            run += hist(le * nb + b);
+          }
+          counts(le) = run - first;
+          estart(le) = first - rank_start;
+          if (has_tpe && tpe(l).at[e] != run - first) ++acc;
+        }
+        if (ranks.bad_tokens(l)) ++acc;
+        if (l == 0) acc += bad();
+      },
+      problems);
+}
+
+// The same, device form, in two kernels (one team per block, then one per
+// rank) that leave the same counts, starts and problem count; hist and base
+// are laid out per block (see above). The first zeroes the problem count,
+// to which the second's teams add their rank's problems (a given
+// tokens_per_expert is compared where its pointer is set).
+template <class Exec>
+void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int E = s.E, nb = s.nblocks;
+  const std::int64_t len = s.block_len;
+  const auto hist = s.hist;
+  const auto block_bad = s.block_bad;
+  const auto problems = s.problems;
+  const auto routing = lr.routing;
+  const LocalRanks<Exec> ranks = lr;  // entries(l): N_l of a ragged step
+  {
     int level = 0;
-    const auto policy =
-        with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, s.L * nb, Kokkos::AUTO), E, &level);
-    Kokkos::parallel_reduce(
-        "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team, std::int64_t& nbad) {
-          const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
+    const auto policy = with_scratch<typename T::scratch_i32>(
+        typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), E, &level);
+    launch.parallel_for(
+        "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team) {
+          const std::int64_t lb = team.league_rank(), l = lb / nb, b = lb % nb;
           const std::int32_t* ids = routing(l).at;
           typename T::scratch_i32 h(team.team_scratch(level), E);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
           team.team_barrier();
           const std::int64_t n = ranks.entries(l), begin = b * len;
           const std::int64_t stop = (b + 1) * len < n ? (b + 1) * len : n, end = stop > begin ? stop : begin;
-          std::int64_t block_bad = 0;
+          std::int32_t nbad = 0;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, begin, end),
-              [&](const std::int64_t i, std::int64_t& acc) {
+              [&](const std::int64_t i, std::int32_t& acc) {
                 const std::int32_t e = ids[i];
                 if (e < 0 || e >= E) {
                   ++acc;
@@ -159,71 +212,60 @@ void histogram_and_check(const Exec& exec, const InputScratch<Exec>& s, const Lo
                   Kokkos::atomic_add(&h(e), 1);
                 }
               },
-              block_bad);
+              nbad);
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E),
-                               [&](const int e) { hist(l * E * nb + e * nb + b) = h(e); });
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { nbad += block_bad; });
-        },
-        s.bad);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { hist(lb * E + e) = h(e); });
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            block_bad(lb) = nbad;
+            if (lb == 0) problems() = 0;  // the next kernel's teams add to it
+          });
+        });
   }
   const auto base = s.base;
   const auto counts = s.counts;
   const auto estart = s.estart;
   const auto tpe = lr.tpe;
-  const auto bad = s.bad;
-  const auto problems = s.problems;
-  if (s.host_style) {
-    // One walk per rank over its few blocks per expert: no scan (whose
-    // passes synchronise every thread) for E*nblocks counters.
-    Kokkos::parallel_reduce(
-        "moonep::portable::validate_counts", typename T::range(exec, 0, s.L),
-        KOKKOS_LAMBDA(const std::int64_t l, std::int64_t& acc) {
-          const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
-          std::int32_t run = rank_start;
-          for (int e = 0; e < E; ++e) {
-            const std::int64_t le = l * E + e;
-            const std::int32_t first = run;
-            for (int b = 0; b < nb; ++b) {
-              base(le * nb + b) = run;
-              run += hist(le * nb + b);
-            }
-            counts(le) = run - first;
-            estart(le) = first - rank_start;
-            if (has_tpe && tpe(l).at[e] != run - first) ++acc;
+  launch.parallel_for(
+      "moonep::portable::validate_block_offsets", typename T::team_policy(launch.exec(), s.L, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const member& team) {
+        const std::int64_t l = team.league_rank(), h0 = l * nb * E;
+        // Per expert, its entries in the blocks before each block: one
+        // thread per expert walks the blocks (hist[l][b][e]: coalesced).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
+          std::int32_t run = 0;
+          for (std::int64_t b = 0; b < nb; ++b) {
+            base(h0 + b * E + e) = run;
+            run += hist(h0 + b * E + e);
           }
-          if (ranks.bad_tokens(l)) ++acc;
-          if (l == 0) acc += bad();
-        },
-        problems);
-    return;
-  }
-  const std::int64_t nh = static_cast<std::int64_t>(s.L) * E * nb;
-  Kokkos::parallel_scan(
-      "moonep::portable::validate_block_offsets", typename T::range(exec, 0, nh + 1),
-      KOKKOS_LAMBDA(const std::int64_t i, std::int32_t& run, const bool final) {
-        const std::int32_t c = i < nh ? hist(i) : 0;
-        if (final) base(i) = run;
-        run += c;
+          counts(l * E + e) = run;
+        });
+        team.team_barrier();
+        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+          const std::int32_t c = counts(l * E + e);
+          if (final) estart(l * E + e) = run;
+          run += c;
+        });
+        const std::int32_t* given = tpe(l).at;  // tokens_per_expert, or null
+        std::int64_t mismatches = 0, bad_ids = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, E),
+            [&](const int e, std::int64_t& acc) { acc += given && given[e] != counts(l * E + e) ? 1 : 0; },
+            mismatches);
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, nb), [&](const int b, std::int64_t& acc) { acc += block_bad(l * nb + b); },
+            bad_ids);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const std::int64_t p = mismatches + bad_ids + (ranks.bad_tokens(l) ? 1 : 0);
+          if (p > 0) Kokkos::atomic_add(&problems(), p);
+        });
       });
-  Kokkos::parallel_reduce(
-      "moonep::portable::validate_counts", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * E),
-      KOKKOS_LAMBDA(const std::int64_t le, std::int64_t& acc) {
-        const std::int64_t l = le / E;
-        const std::int32_t first = base(le * nb), count = base((le + 1) * nb) - first;
-        counts(le) = count;
-        estart(le) = first - base(l * E * nb);
-        if (has_tpe && tpe(l).at[le - l * E] != count) ++acc;
-        if (le == l * E && ranks.bad_tokens(l)) ++acc;
-        if (le == 0) acc += bad();
-      },
-      problems);
 }
 
-// Phase A, every local rank: its receive slots start empty (-1) every step
-// (the sources fill the used ones in Phase C2), and its tokens per expert
-// go to row `rank` of rank 0's tpe_in, in place when rank 0's chunk is
-// stored into directly (else the caller puts them; see put_counts_run).
+// Phase A, every local rank, host form: its receive slots start empty (-1)
+// every step (the sources fill the used ones in Phase C2), and its tokens
+// per expert go to row `rank` of rank 0's tpe_in, in place when rank 0's
+// chunk is stored into directly (else the caller puts them; see
+// put_counts_run).
 template <class Exec>
 void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
   using T = Types<Exec>;
@@ -234,9 +276,9 @@ void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exe
   const auto direct = lr.direct_chunk;
   const auto counts = s.counts;
   const LocalRanks<Exec> ranks = lr;
-  // A host thread clears runs of 4096 values (a plain loop the compiler
-  // vectorizes), a device thread one value.
-  const std::int64_t grain = s.host_style ? 4096 : 1, per_rank = (width + grain - 1) / grain;
+  // A thread clears runs of 4096 values (a plain loop the compiler
+  // vectorizes).
+  const std::int64_t grain = 4096, per_rank = (width + grain - 1) / grain;
   const IndexSplit split(per_rank);
   Kokkos::parallel_for(
       "moonep::portable::phaseA_clear_slots", typename T::range(exec, 0, lr.count * per_rank),
@@ -261,57 +303,90 @@ inline PutRun put_counts_run(const ChunkLayout& CL, int rank, int local_index) {
                 static_cast<std::int64_t>(local_index) * CL.E, CL.E};
 }
 
-// Phase C1, every local rank: pos[l][i] = position of entry i of rank l in
-// its rank's stable sort by expert. The host walk consumes `base` (its
+// Phase C1, every local rank, host form: pos[l][i] = position of entry i of
+// rank l in its rank's stable sort by expert. The walk consumes `base` (its
 // per-block starts are advanced as entries are placed).
 template <class Exec>
 void stable_counting_sort(const Exec& exec, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
   using T = Types<Exec>;
-  using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
   const std::int64_t N = s.N, len = s.block_len;
   const auto base = s.base;
   const auto pos = s.pos;
   const auto routing = lr.routing;
   const LocalRanks<Exec> ranks = lr;
-  if (s.host_style) {
-    Kokkos::parallel_for(
-        "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
-        KOKKOS_LAMBDA(const std::int64_t lb) {
-          if (ranks.stopped()) return;
-          const std::int64_t l = lb / nb, b = lb % nb;
-          const std::int32_t* ids = routing(l).at;
-          std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
-          const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
-          const std::int64_t n = ranks.entries(l);
-          const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
-          for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[ids[i] * nb]++ - rank_start;
+  Kokkos::parallel_for(
+      "moonep::portable::phaseC1_stable_scatter", typename T::range(exec, 0, static_cast<std::int64_t>(s.L) * nb),
+      KOKKOS_LAMBDA(const std::int64_t lb) {
+        if (ranks.stopped()) return;
+        const std::int64_t l = lb / nb, b = lb % nb;
+        const std::int32_t* ids = routing(l).at;
+        std::int32_t* next = base.data() + l * E * nb + b;  // next[e * nb]: where block b's next e goes
+        const std::int32_t rank_start = static_cast<std::int32_t>(l * N);
+        const std::int64_t n = ranks.entries(l);
+        const std::int64_t end = (b + 1) * len < n ? (b + 1) * len : n;
+        for (std::int64_t i = b * len; i < end; ++i) pos(l * N + i) = next[ids[i] * nb]++ - rank_start;
+      });
+}
+
+// Phase A and C1 in one kernel, device form, one team per block (l, b):
+// the team clears its share of rank l's receive slots and of its row of
+// rank 0's tpe_in (as clear_slots), then places its block's entries:
+// pos = estart + base + the earlier equal experts of the block.
+template <class Exec>
+void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& s,
+                       const LocalRanks<Exec>& lr) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int E = s.E, nb = s.nblocks;
+  const std::int64_t N = s.N, len = s.block_len;
+  const std::int64_t slots_len = 3 * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
+  const std::int64_t share = (width + nb - 1) / nb;  // values each team clears
+  const auto base = s.base;
+  const auto estart = s.estart;
+  const auto counts = s.counts;
+  const auto pos = s.pos;
+  const auto routing = lr.routing;
+  const auto chunk = lr.chunk;
+  const auto rank = lr.rank;
+  const auto direct = lr.direct_chunk;
+  const LocalRanks<Exec> ranks = lr;
+  int level = 0;
+  const auto policy = with_scratch<typename T::scratch_i32>(
+      typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), len, &level);
+  launch.parallel_for(
+      "moonep::portable::phaseAC1_clear_and_scatter", policy, KOKKOS_LAMBDA(const member& team) {
+        if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team, before any barrier)
+        const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
+        // Phase A: values [k0, k1) of rank l's slots, then of its counts row.
+        std::int32_t* slots = chunk(l).at + slots_at;
+        std::int32_t* root = direct(0).at;
+        std::int32_t* row = root ? root + tpe_in + static_cast<std::int64_t>(rank(l)) * E - slots_len : nullptr;
+        const std::int64_t k0 = b * share < width ? b * share : width;
+        const std::int64_t k1 = k0 + share < width ? k0 + share : width;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k0, k1), [&](const std::int64_t k) {
+          if (k < slots_len) {
+            slots[k] = -1;
+          } else if (row) {
+            row[k] = counts(l * E + k - slots_len);
+          }
         });
-  } else {
-    int level = 0;
-    const auto policy =
-        with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, s.L * nb, Kokkos::AUTO), len, &level);
-    Kokkos::parallel_for(
-        "moonep::portable::phaseC1_stable_scatter", policy, KOKKOS_LAMBDA(const member& team) {
-          if (ranks.stopped()) return;  // the whole team: before any barrier
-          const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
-          const std::int64_t begin = b * len, n_l = ranks.entries(l);
-          const std::int64_t stop = (b + 1) * len < n_l ? (b + 1) * len : n_l, n = stop > begin ? stop - begin : 0;
-          const std::int32_t* ids = routing(l).at + begin;
-          typename T::scratch_i32 block(team.team_scratch(level), len);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = ids[t]; });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) {
-            const std::int32_t e = block(t);
-            std::int32_t earlier = 0;
-            for (std::int64_t j = 0; j < t; ++j) earlier += block(j) == e ? 1 : 0;
-            // (less the rank's start in the scan: the entries of the ranks
-            // before it, l*N on a full step, fewer on a ragged one)
-            pos(l * N + begin + t) =
-                base(l * E * nb + static_cast<std::int64_t>(e) * nb + b) + earlier - base(l * E * nb);
-          });
+        // C1: the block's entries, ranked in scratch.
+        const std::int64_t begin = b * len, n_l = ranks.entries(l);
+        const std::int64_t stop = (b + 1) * len < n_l ? (b + 1) * len : n_l, n = stop > begin ? stop - begin : 0;
+        const std::int32_t* ids = routing(l).at + begin;
+        typename T::scratch_i32 block(team.team_scratch(level), len);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) { block(t) = ids[t]; });
+        team.team_barrier();
+        const std::int32_t* starts = estart.data() + l * E;
+        const std::int32_t* before = base.data() + (l * nb + b) * E;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t t) {
+          const std::int32_t e = block(t);
+          std::int32_t earlier = 0;
+          for (std::int64_t j = 0; j < t; ++j) earlier += block(j) == e ? 1 : 0;
+          pos(l * N + begin + t) = starts[e] + before[e] + earlier;
         });
-  }
+      });
 }
 
 }  // namespace moonep::impl::portable

@@ -106,7 +106,8 @@ struct RootScratch {
 // shared tables into chunk0, the per-rank tables through rs.tables, the
 // number of pairs into rs.npairs.
 template <class Exec>
-void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& rs, std::int32_t* chunk0) {
+void plan_root(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
+               std::int32_t* chunk0) {
   using T = Types<Exec>;
   using member = typename T::member;
   using Mem = typename T::mem;
@@ -130,8 +131,9 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   // in one team.
   {
     int level = 0;
-    auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, 1, Kokkos::AUTO), R, &level);
-    Kokkos::parallel_for(
+    auto policy =
+        with_scratch<typename T::scratch_i64>(typename T::team_policy(launch.exec(), 1, Kokkos::AUTO), R, &level);
+    launch.parallel_for(
         "moonep::portable::phaseB_totals_and_moves", policy, KOKKOS_LAMBDA(const member& team) {
           if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
@@ -183,9 +185,9 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   // Step 3: expert-level split, one team per owner h.
   {
     int level = 0;
-    auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(exec, R, Kokkos::AUTO),
+    auto policy = with_scratch<typename T::scratch_i64>(typename T::team_policy(launch.exec(), R, Kokkos::AUTO),
                                                         static_cast<std::int64_t>(R) + epn, &level);
-    Kokkos::parallel_for(
+    launch.parallel_for(
         "moonep::portable::phaseB_expert_split", policy, KOKKOS_LAMBDA(const member& team) {
           if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           const int h = team.league_rank();
@@ -229,9 +231,9 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
   // largest j"). Scratch: the candidates' j, then a picked flag per j.
   {
     int level = 0;
-    auto policy = with_scratch<typename T::scratch_i32>(typename T::team_policy(exec, R, Kokkos::AUTO),
+    auto policy = with_scratch<typename T::scratch_i32>(typename T::team_policy(launch.exec(), R, Kokkos::AUTO),
                                                         2 * static_cast<std::int64_t>(epn), &level);
-    Kokkos::parallel_for(
+    launch.parallel_for(
         "moonep::portable::phaseB_layout", policy, KOKKOS_LAMBDA(const member& team) {
           if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
           const int d = team.league_rank();
@@ -300,8 +302,8 @@ void plan_root(const Exec& exec, const ChunkLayout& L, const RootScratch<Exec>& 
 
   // The (expert, destination) pairs: a team scan of the counts into
   // expert_ptr, then each expert's pairs in destination order.
-  Kokkos::parallel_for(
-      "moonep::portable::phaseB_pairs", typename T::team_policy(exec, 1, Kokkos::AUTO),
+  launch.parallel_for(
+      "moonep::portable::phaseB_pairs", typename T::team_policy(launch.exec(), 1, Kokkos::AUTO),
       KOKKOS_LAMBDA(const member& team) {
         if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
         Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {

@@ -54,7 +54,7 @@ struct PublishScratch {
 // Writes dst of every local rank (dst_all, [L][N]) and every entry's slot
 // triple (in place or into staging).
 template <class Exec>
-void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& in,
+void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
                             typename Types<Exec>::ivec dst_all) {
   using T = Types<Exec>;
@@ -72,9 +72,10 @@ void destinations_and_dedup(const Exec& exec, const ChunkLayout& CL, const Input
   const auto rank = lr.rank;
   const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(S);
-  Kokkos::parallel_for(
+  launch.parallel_for(
       "moonep::portable::phaseC2_destinations_dedup",
-      typename T::range(exec, 0, static_cast<std::int64_t>(lr.count) * S), KOKKOS_LAMBDA(const std::int64_t ls) {
+      typename T::range(launch.exec(), 0, static_cast<std::int64_t>(lr.count) * S),
+      KOKKOS_LAMBDA(const std::int64_t ls) {
         if (ranks.stopped()) return;  // bad input: nothing is touched
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
         if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token

@@ -12,18 +12,20 @@
 //    the small tables. The rank's slots stay in cache between the walks
 //    (a scan over all ranks would stream them twice from memory); the
 //    parallelism is over local ranks.
-//  * device: two kernels over every slot of every local rank.
-//    phaseD_dup_groups is one scan (rank major) counting primaries (slots
-//    whose token has duplicates here) and their duplicates, packed in one
-//    int64 (groups << 32 | duplicates) so that one integer scan counts
-//    both; it writes src_info and, per primary, the two counts before it
-//    (dgroup, dstart). phaseD_dup_structures then writes each primary's
+//  * device: two kernels, parallel_for only (each can be a node of the step
+//    graph, portable_types.hpp), over tiles of kSlotTile slots of every
+//    local rank, one team per tile. A primary is a slot whose token has
+//    duplicates here; the two counts before it in its rank (primaries and
+//    their duplicates) are packed in one int64 (groups << 32 | duplicates)
+//    so that one integer scan counts both. phaseD_dup_groups: each team
+//    scans its tile, writes src_info and, per primary, the two counts
+//    before it within the tile (dgroup, dstart), and the tile's total
+//    (tile_sums). phaseD_dup_structures: each team scans its rank's tile
+//    totals (a few per rank) in scratch, then writes each primary's
 //    dup_groups row, drops each duplicate into its primary's range at its
-//    own index, and copies the small tables. A rank's numbers are the
-//    differences to the packed prefix at its first slot (rank_prefix),
-//    subtracted by the second kernel (the scan's final calls come in no
-//    order). The packed halves never borrow, as the duplicate count only
-//    grows along the scan; each half fits int32 (R*NvS does).
+//    own index (its primary's tile prefix plus its dstart), and copies the
+//    small tables. The packed halves never borrow, as the duplicate count
+//    only grows along the scan; each half fits int32 (NvS does).
 // Either way dup_groups rows are in slot order (the spec allows any).
 #pragma once
 
@@ -39,6 +41,18 @@ namespace moonep::impl::portable {
 
 // The outputs of every local rank, each one allocation with a rank
 // dimension; the plan's views alias them (view(l)).
+// Slots per team of the device form's Phase D.
+inline constexpr std::int64_t kSlotTile = 1024;
+// What the device form's Phase D tiles: a rank's NvS slots, and its small
+// tables (CopyTables::width_, max(E+B, R*B, 2) entries) beside them.
+inline std::int64_t slot_tile_width(const Config& c) {
+  const std::int64_t G = static_cast<std::int64_t>(c.experts) + c.copy_slots;
+  const std::int64_t RB = static_cast<std::int64_t>(c.ranks) * c.copy_slots;
+  std::int64_t w = G > RB ? G : RB;
+  if (w < 2) w = 2;
+  return c.slots() > w ? c.slots() : w;
+}
+
 template <class Exec>
 struct PlanStore {
   using T = Types<Exec>;
@@ -50,12 +64,13 @@ struct PlanStore {
   MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_MEMBER)
 #undef MOONEP_PLAN_STORE_MEMBER
   typename T::ivec entries;      // [L] N_l = s_l*K of the last step: how much of dst is meaningful
-  typename T::lvec rank_prefix;  // [L+1] packed counts before each rank's first slot (and in all)
-  typename T::ivec dgroup;       // [L][NvS] primaries before a primary (device: over all ranks)
-  typename T::ivec dstart;       // [L][NvS] duplicates before a primary (device: over all ranks)
+  std::int64_t tiles = 1;        // device: slot tiles per rank (tiles of kSlotTile cover NvS and the tables)
+  typename T::lvec tile_sums;    // device: [L][tiles] packed counts of each tile
+  typename T::ivec dgroup;       // [L][NvS] primaries before a primary (device: in its tile)
+  typename T::ivec dstart;       // [L][NvS] duplicates before a primary (device: in its tile)
 
   PlanStore() = default;
-  PlanStore(const Config& c, int L) : config(c) {
+  PlanStore(const Config& c, int L, bool host_style) : config(c) {
     const std::int64_t NvS = c.slots();
     const std::string p = "moonep::portable::plan.";
     const auto n = [L](std::int64_t per_rank) { return static_cast<std::size_t>(L * per_rank); };
@@ -63,7 +78,10 @@ struct PlanStore {
     MOONEP_PLAN_FIELDS(MOONEP_PLAN_STORE_ALLOC)
 #undef MOONEP_PLAN_STORE_ALLOC
     entries = typename T::ivec(p + "entries", static_cast<std::size_t>(L));
-    rank_prefix = typename T::lvec(p + "rank_prefix", static_cast<std::size_t>(L) + 1);
+    if (!host_style) {
+      tiles = (slot_tile_width(c) + kSlotTile - 1) / kSlotTile;
+      tile_sums = typename T::lvec(p + "tile_sums", static_cast<std::size_t>(L * tiles));
+    }
     dgroup = compat::uninitialized_view<typename T::ivec>(p + "dgroup", n(NvS));
     dstart = compat::uninitialized_view<typename T::ivec>(p + "dstart", n(NvS));
   }
@@ -167,79 +185,107 @@ void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks
 }
 
 template <class Exec>
-void rank_outputs_device(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out) {
+void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, const LocalRanks<Exec>& lr,
+                         const PlanStore<Exec>& out) {
   using T = Types<Exec>;
-  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, nslots = lr.count * NvS;
+  using member = typename T::member;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, tiles = out.tiles;
   const auto chunk = lr.chunk;
   const auto src_info = out.src_info;
-  const auto rank_prefix = out.rank_prefix;
+  const auto tile_sums = out.tile_sums;
   const auto dgroup = out.dgroup;
   const auto dstart = out.dstart;
   constexpr std::int64_t kGroup = std::int64_t(1) << 32;
-  const IndexSplit by_slots(NvS);
   const LocalRanks<Exec> ranks = lr;
-  Kokkos::parallel_scan(
-      "moonep::portable::phaseD_dup_groups", typename T::range(exec, 0, nslots + 1),
-      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& run, const bool final) {
-        if (ranks.stopped()) return;  // (in every pass alike)
-        const std::int64_t l = by_slots.quotient(i), loff = i - l * NvS;
-        if (final && loff == 0) rank_prefix(l) = run;  // and l == L at i == nslots: the total
-        if (i == nslots) return;
-        const std::int32_t* slot = chunk(l).at + slots_at + 3 * loff;
-        const std::int32_t link = slot[1];
-        const std::int64_t n = link <= -2 ? -2 - link : 0;
-        if (final) {
-          src_info(i) = slot[0];
-          if (n > 0) {
-            dgroup(i) = static_cast<std::int32_t>(run / kGroup);
-            dstart(i) = static_cast<std::int32_t>(run % kGroup);
-          }
+  launch.parallel_for(
+      "moonep::portable::phaseD_dup_groups", typename T::team_policy(launch.exec(), lr.count * tiles, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const member& team) {
+        if (ranks.stopped()) return;  // bad input: the plan is left as it was (the whole team)
+        const std::int64_t lt = team.league_rank(), l = lt / tiles, lo = (lt - l * tiles) * kSlotTile;
+        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS, n = hi > lo ? hi - lo : 0;
+        const std::int32_t* slots = chunk(l).at + slots_at;
+        if (n == 0) {
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { tile_sums(lt) = 0; });
+          return;
         }
-        run += n > 0 ? kGroup + n : 0;
+        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t k, std::int64_t& run,
+                                                                    const bool final) {
+          const std::int64_t loff = lo + k;
+          const std::int32_t* slot = slots + 3 * loff;
+          const std::int32_t link = slot[1];
+          const std::int64_t dups = link <= -2 ? -2 - link : 0;
+          const std::int64_t packed = dups > 0 ? kGroup + dups : 0;
+          if (final) {
+            src_info(l * NvS + loff) = slot[0];
+            if (dups > 0) {
+              dgroup(l * NvS + loff) = static_cast<std::int32_t>(run / kGroup);
+              dstart(l * NvS + loff) = static_cast<std::int32_t>(run % kGroup);
+            }
+            if (k == n - 1) tile_sums(lt) = run + packed;
+          }
+          run += packed;
+        });
       });
 
   const CopyTables<Exec> tables(CL, lr, out);
-  const std::int64_t width = NvS > tables.width_ ? NvS : tables.width_;
   const auto dup_groups = out.dup_groups;
   const auto dup_loffs = out.dup_loffs;
   const auto dup_counts = out.dup_counts;
-  const IndexSplit by_width(width);
-  Kokkos::parallel_for(
-      "moonep::portable::phaseD_dup_structures", typename T::range(exec, 0, lr.count * width),
-      KOKKOS_LAMBDA(const std::int64_t i) {
-        if (ranks.stopped()) return;
-        const std::int64_t l = by_width.quotient(i), k = i - l * width;
-        if (k < NvS) {
-          const std::int64_t first = l * NvS, base = rank_prefix(l);
-          const std::int32_t base_groups = static_cast<std::int32_t>(base / kGroup);
-          const std::int32_t base_dups = static_cast<std::int32_t>(base % kGroup);
-          const std::int32_t* slot = chunk(l).at + slots_at + 3 * k;
+  int level = 0;
+  const auto policy = with_scratch<typename T::scratch_i64>(
+      typename T::team_policy(launch.exec(), lr.count * tiles, Kokkos::AUTO), tiles + 1, &level);
+  launch.parallel_for(
+      "moonep::portable::phaseD_dup_structures", policy, KOKKOS_LAMBDA(const member& team) {
+        if (ranks.stopped()) return;  // (the whole team, before any barrier)
+        const std::int64_t lt = team.league_rank(), l = lt / tiles, t = lt - l * tiles, lo = t * kSlotTile;
+        // before(u): the packed counts of rank l's tiles before tile u.
+        typename T::scratch_i64 before(team.team_scratch(level), tiles + 1);
+        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, tiles), [&](const std::int64_t u, std::int64_t& run,
+                                                                        const bool final) {
+          const std::int64_t v = tile_sums(l * tiles + u);
+          if (final) {
+            before(u) = run;
+            if (u == tiles - 1) before(tiles) = run + v;
+          }
+          run += v;
+        });
+        team.team_barrier();
+        const std::int64_t first = l * NvS;
+        const std::int32_t* slots = chunk(l).at + slots_at;
+        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, hi > lo ? hi : lo), [&](const std::int64_t k) {
+          const std::int32_t* slot = slots + 3 * k;
           const std::int32_t link = slot[1];
           if (link <= -2) {
-            std::int32_t* row = dup_groups.data() + 3 * (first + dgroup(first + k) - base_groups);
+            const std::int64_t at = before(t);
+            std::int32_t* row = dup_groups.data() + 3 * (first + at / kGroup + dgroup(first + k));
             row[0] = static_cast<std::int32_t>(k);
-            row[1] = dstart(first + k) - base_dups;
+            row[1] = static_cast<std::int32_t>(at % kGroup) + dstart(first + k);
             row[2] = -2 - link;
           } else if (link >= 0) {
-            dup_loffs(first + dstart(first + link) - base_dups + slot[2]) = static_cast<std::int32_t>(k);
+            const std::int64_t at = before(link / kSlotTile);  // the primary's tile
+            dup_loffs(first + at % kGroup + dstart(first + link) + slot[2]) = static_cast<std::int32_t>(k);
           }
-          if (k == 0) {
-            const std::int64_t all = rank_prefix(l + 1) - base;
-            dup_counts(2 * l) = static_cast<std::int32_t>(all / kGroup);
-            dup_counts(2 * l + 1) = static_cast<std::int32_t>(all % kGroup);
-          }
+        });
+        const std::int64_t thi = lo + kSlotTile < tables.width_ ? lo + kSlotTile : tables.width_;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, thi > lo ? thi : lo),
+                             [&](const std::int64_t k) { tables(l, k); });
+        if (t == 0) {
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            dup_counts(2 * l) = static_cast<std::int32_t>(before(tiles) / kGroup);
+            dup_counts(2 * l + 1) = static_cast<std::int32_t>(before(tiles) % kGroup);
+          });
         }
-        if (k < tables.width_) tables(l, k);
       });
 }
 
 template <class Exec>
-void rank_outputs(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out,
-                  bool host_style) {
+void rank_outputs(const Launcher<Exec>& launch, const ChunkLayout& CL, const LocalRanks<Exec>& lr,
+                  const PlanStore<Exec>& out, bool host_style) {
   if (host_style) {
-    rank_outputs_host(exec, CL, lr, out);
+    rank_outputs_host(launch.exec(), CL, lr, out);
   } else {
-    rank_outputs_device(exec, CL, lr, out);
+    rank_outputs_device(launch, CL, lr, out);
   }
 }
 

@@ -10,11 +10,16 @@
 //   CudaSpecialization        CudaKernelPlanner                        compile error
 //   OnGpuWorld                GpuWorldPlanner                    compile error
 //   impl::PortableDeviceForm  PortablePlanner<Kokkos::Cuda>          PortablePlanner<Exec, DeviceForm>
+//   impl::PortableDeviceSequence  PortablePlanner<Exec, DeviceForm, StepSequence> on every Exec
 //
 // The portable phases' form (host or device kernels) is a compile-time
 // trait of the execution space too (portable::default_phase_form,
 // moonep/impl/portable_types.hpp); impl::PortableDeviceForm forces the
-// device form on a host space (for the tests).
+// device form on a host space (for the tests). So is how an in-process
+// step is submitted (portable::default_step_submission: one graph of the
+// device form's kernels where Kokkos has graphs);
+// impl::PortableDeviceSequence forces the device form's kernels launched
+// one by one (for the tests: the sequence a graph replaces).
 //
 // Nothing is decided at run time, so a Planner holds (and allocates) only
 // what its one path uses.
@@ -50,6 +55,9 @@ namespace impl {
 // host ones included (their default there is the host form): what the
 // tests use to run the device kernels without a GPU. Not part of the API.
 struct PortableDeviceForm {};
+// The device form with an in-process step launched kernel by kernel rather
+// than as one graph, on any execution space. Not part of the API.
+struct PortableDeviceSequence {};
 
 // True where MoonEP has a CUDA specialization for the execution space.
 template <class ExecutionSpace>
@@ -66,7 +74,8 @@ template <class ExecutionSpace, class Path>
 struct uses_cuda_specialization {
   static_assert(std::is_same<Path, Automatic>::value || std::is_same<Path, PortablePhases>::value ||
                     std::is_same<Path, CudaSpecialization>::value || std::is_same<Path, OnGpuWorld>::value ||
-                    std::is_same<Path, PortableDeviceForm>::value,
+                    std::is_same<Path, PortableDeviceForm>::value ||
+                    std::is_same<Path, PortableDeviceSequence>::value,
                 "moonep::Planner's Path is moonep::Automatic, moonep::PortablePhases, moonep::CudaSpecialization "
                 "or moonep::OnGpuWorld");
   static_assert(!std::is_same<Path, CudaSpecialization>::value ||
@@ -78,10 +87,12 @@ struct uses_cuda_specialization {
                 "(MoonEP_ENABLE_CUDA=ON) against a Kokkos with the CUDA backend");
   static constexpr bool value = !std::is_same<Path, PortablePhases>::value &&
                                 !std::is_same<Path, PortableDeviceForm>::value &&
+                                !std::is_same<Path, PortableDeviceSequence>::value &&
                                 cuda_specialization_available<ExecutionSpace>::value;
 };
 
-template <class ExecutionSpace, class Form = portable::default_phase_form_t<ExecutionSpace>>
+template <class ExecutionSpace, class Form = portable::default_phase_form_t<ExecutionSpace>,
+          class Submission = portable::default_step_submission_t<ExecutionSpace, Form>>
 class PortablePlanner;  // moonep/impl/portable_planner.hpp
 class CudaKernelPlanner;  // moonep/impl/cuda_kernel_planner.hpp (CUDA builds only)
 class GpuWorldPlanner;  // moonep/impl/gpu_world_planner.hpp (CUDA builds only)
@@ -111,6 +122,10 @@ struct PlannerImplFor<Kokkos::Cuda, OnGpuWorld> {
 template <class ExecutionSpace>
 struct PlannerImplFor<ExecutionSpace, PortableDeviceForm> {
   using type = PortablePlanner<ExecutionSpace, portable::DeviceForm>;
+};
+template <class ExecutionSpace>
+struct PlannerImplFor<ExecutionSpace, PortableDeviceSequence> {
+  using type = PortablePlanner<ExecutionSpace, portable::DeviceForm, portable::StepSequence>;
 };
 
 template <class ExecutionSpace, class Path>

@@ -24,9 +24,11 @@
 
 // X(Exec, function) for each kernel-launching phase function.
 #define MOONEP_PORTABLE_PHASE_FUNCTIONS(X, Exec) \
-  X(Exec, histogram_and_check)                   \
+  X(Exec, validate_host)                         \
+  X(Exec, validate_device)                       \
   X(Exec, clear_slots)                           \
   X(Exec, stable_counting_sort)                  \
+  X(Exec, clear_and_scatter)                     \
   X(Exec, plan_root)                             \
   X(Exec, broadcast)                             \
   X(Exec, destinations_and_dedup)                \

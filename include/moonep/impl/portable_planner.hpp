@@ -27,9 +27,9 @@
 // Every phase runs the process's local ranks together: each kernel's policy
 // spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
 // launches the same kernels whatever the number of local ranks: on an
-// in-process world 12 in the device form (validate 3, A 2, B 4, C2 1, D 2)
-// and 10 in the host form (counted by test_portable_labels' Kokkos Tools
-// callback).
+// in-process world 10 in the device form (validate 2, A+C1 1, B 4, C2 1,
+// D 2; parallel_for only) and 10 in the host form (validate 2, A 1, C1 1,
+// B 4, C2 1, D 1; counted by test_portable_labels' Kokkos Tools callback).
 //
 // Data for another rank is stored in place when that rank is local and the
 // world is directly addressable (one process: nothing is put at all), and
@@ -45,15 +45,22 @@
 // of the validation count and the pair count to the host and one fence,
 // after which bad input throws exactly what it threw when it was checked
 // before the phases (the first bad local rank's validate_rank_input words).
-// On a device execution space a step is then a sequence of kernel launches
-// on one instance with one host sync at its end.
+// In the device form such a step is one Kokkos::Experimental::Graph of its
+// ten kernels (portable::StepGraph), built at construction and submitted
+// once per step: on Kokkos::Cuda one graph launch, then the copy and the
+// fence; where Kokkos has no graph, or a kernel's team scratch would not
+// fit level 0 (large E, whose scratch pools a graph would hold), the same
+// kernels are launched one by one on the one instance. Either way nothing
+// is allocated and nothing waits for the device until the step's end.
 //
 // The form of the kernels (host or device) is a template argument, by
-// default the execution space's (portable::default_phase_form).
+// default the execution space's (portable::default_phase_form); so is how
+// an in-process step is submitted (portable::default_step_submission).
 //
 // What must stay true:
 //  * Construction allocates everything (the world's symmetric buffer, all
-//    scratch, the plan's storage); plan() allocates nothing.
+//    scratch, the plan's storage, the step graph); plan() allocates nothing
+//    (test_portable_labels counts Kokkos' allocations in a step: none).
 //  * Host syncs per step, in-process: one, at the end (the validation and
 //    pair counts, one copy read with the final fence). With ranks in other
 //    processes: the validation count, a fence before each phase's puts
@@ -68,7 +75,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "moonep/config.hpp"
@@ -89,12 +98,15 @@
 
 namespace moonep::impl {
 
-template <class ExecutionSpace, class Form>
+template <class ExecutionSpace, class Form, class Submission>
 class PortablePlanner {
  public:
   // The kernels' form (portable::HostForm or portable::DeviceForm).
   using phase_form = Form;
   static constexpr bool host_form = portable::is_host_form<Form>::value;
+  // How an in-process step is submitted (portable::StepGraph or
+  // portable::StepSequence).
+  using step_submission = Submission;
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;
   using world_type = World<memory_space>;
@@ -132,6 +144,7 @@ class PortablePlanner {
     lr_.routing = typename T::crefs("moonep::portable::local.routing", L);
     lr_.tpe = typename T::crefs("moonep::portable::local.tpe", L);
     lr_.routing_len = typename T::lvec("moonep::portable::local.routing_len", L);
+    lr_.tokens_per_rank = typename T::crefs("moonep::portable::local.tokens_per_rank", 1);
     lr_.S = config_.tokens;
     lr_.K = config_.topk;
     auto h_rank = Kokkos::create_mirror_view(lr_.rank);
@@ -153,11 +166,12 @@ class PortablePlanner {
     h_routing_ = Kokkos::create_mirror_view(lr_.routing);
     h_tpe_ = Kokkos::create_mirror_view(lr_.tpe);
     h_routing_len_ = Kokkos::create_mirror_view(lr_.routing_len);
+    h_tokens_per_rank_ = Kokkos::create_mirror_view(lr_.tokens_per_rank);
 
     input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N, host_form);
     lr_.stop = input_.problems.data();
     publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
-    store_ = portable::PlanStore<ExecutionSpace>(config_, L);
+    store_ = portable::PlanStore<ExecutionSpace>(config_, L, host_form);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
     if (!direct[0]) {
@@ -170,6 +184,11 @@ class PortablePlanner {
       root_ = portable::RootScratch<ExecutionSpace>(layout_, direct, da, input_.status.data() + 1);
       root_.stop = input_.problems.data();
     }
+#if MOONEP_KOKKOS_HAS_GRAPH
+    if constexpr (std::is_same<Submission, portable::StepGraph>::value && !host_form) {
+      if (in_process_ && L > 0 && scratch_fits_level0()) build_step_graph();
+    }
+#endif
   }
 
   // One planner per world: it owns the world's buffer layout and scratch.
@@ -180,6 +199,10 @@ class PortablePlanner {
   world_type& world() const { return world_; }
   const std::vector<int>& local_ranks() const { return world_.local_ranks(); }
   const plan_type& last_plan() const { return plan_; }
+  // The kernels of the step graph in their order, when in-process steps are
+  // one graph (else empty: the kernels are launched one by one). For tools
+  // and tests: Kokkos Tools see no kernel of a graph.
+  const std::vector<std::string>& step_graph_kernels() const { return graph_kernels_; }
 
   // Plans one step. routing[i] (and tokens_per_expert[i], when given, which
   // must match the routing) belong to world().local_ranks()[i]. Collective.
@@ -202,6 +225,14 @@ class PortablePlanner {
       // Every rank here: validation's result stays on the device until the
       // step's end (the kernels between do nothing when it is set).
       validate_all(routing, tokens_per_expert, tokens_per_rank, /*deferred=*/true);
+#if MOONEP_KOKKOS_HAS_GRAPH
+      if (graph_) {
+        compat::ProfilingRegion graph_region("moonep::portable::step_graph");
+        graph_->submit();
+        finish(&routing, tokens_per_expert, tokens_per_rank);
+        return plan_;
+      }
+#endif
       phase_a();
       phase_b();
       phase_c2();
@@ -268,14 +299,17 @@ class PortablePlanner {
       h_tpe_(li).at = t;
       h_routing_len_(li) = n;
     }
+    const std::int32_t* counts = tokens_per_rank ? tokens_per_rank->data() : nullptr;
+    const bool counts_changed = h_tokens_per_rank_(0).at != counts;
+    h_tokens_per_rank_(0).at = counts;
+    // On the step's instance, without a fence: the mirrors are not
+    // written again before the step's final fence.
     if (changed) {
-      // On the step's instance, without a fence: the mirrors are not
-      // written again before the step's final fence.
       Kokkos::deep_copy(exec_, lr_.routing, h_routing_);
       Kokkos::deep_copy(exec_, lr_.tpe, h_tpe_);
       Kokkos::deep_copy(exec_, lr_.routing_len, h_routing_len_);
     }
-    lr_.tokens_per_rank = tokens_per_rank ? tokens_per_rank->data() : nullptr;
+    if (counts_changed) Kokkos::deep_copy(exec_, lr_.tokens_per_rank, h_tokens_per_rank_);
   }
 
   // The words for input the kernels rejected: the first bad local rank's.
@@ -297,7 +331,12 @@ class PortablePlanner {
     std::string why = input_shape_error(config_, world_.local_ranks(), routing, tpe, tokens_per_rank);
     if (why.empty() && lr_.count > 0) {
       bind_inputs(routing, tpe, tokens_per_rank);
-      portable::histogram_and_check(exec_, input_, lr_, tpe != nullptr);
+      if (deferred && !graph_kernels_.empty()) return;  // the step graph validates
+      if constexpr (host_form) {
+        portable::validate_host(exec_, input_, lr_, tpe != nullptr);
+      } else {
+        portable::validate_device(portable::Launcher<ExecutionSpace>(exec_), input_, lr_);
+      }
       if (deferred) return;
       std::int64_t problems = 0;
       Kokkos::deep_copy(exec_, Kokkos::View<std::int64_t, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&problems),
@@ -317,8 +356,12 @@ class PortablePlanner {
   void phase_a() {
     compat::ProfilingRegion region("moonep::portable::phaseA");
     if (lr_.count == 0) return;
-    portable::clear_slots(exec_, layout_, input_, lr_);
-    portable::stable_counting_sort(exec_, input_, lr_);
+    if constexpr (host_form) {
+      portable::clear_slots(exec_, layout_, input_, lr_);
+      portable::stable_counting_sort(exec_, input_, lr_);
+    } else {
+      portable::clear_and_scatter(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, lr_);
+    }
     if (counts_runs_.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseA_before_put");
       for (int l = 0; l < lr_.count; ++l) {
@@ -331,7 +374,7 @@ class PortablePlanner {
   void phase_b() {
     if (root_.alloc.extent(0) == 0) return;  // rank 0 is not planned here
     compat::ProfilingRegion region("moonep::portable::phaseB");
-    portable::plan_root(exec_, layout_, root_, world_.local_chunk(0).data());
+    portable::plan_root(portable::Launcher<ExecutionSpace>(exec_), layout_, root_, world_.local_chunk(0).data());
     if (root_.own_runs.extent(0) > 0 || root_.shared_runs.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
       portable::broadcast(root_, world_);
@@ -341,7 +384,8 @@ class PortablePlanner {
   void phase_c2() {
     compat::ProfilingRegion region("moonep::portable::phaseC2");
     if (lr_.count == 0) return;
-    portable::destinations_and_dedup(exec_, layout_, input_, publish_, lr_, store_.dst);
+    portable::destinations_and_dedup(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, publish_, lr_,
+                                     store_.dst);
     if (!needs_puts_) return;
     portable::publication_runs(exec_, layout_, input_, publish_, lr_);
     compat::fence(exec_, "moonep::portable::phaseC2_before_put");
@@ -355,7 +399,7 @@ class PortablePlanner {
   void phase_d() {
     compat::ProfilingRegion region("moonep::portable::phaseD");
     if (lr_.count == 0) return;
-    portable::rank_outputs(exec_, layout_, lr_, store_, host_form);
+    portable::rank_outputs(portable::Launcher<ExecutionSpace>(exec_), layout_, lr_, store_, host_form);
   }
 
   // The step's end: the plan is in the views. On rank 0's process, the
@@ -382,6 +426,37 @@ class PortablePlanner {
     }
   }
 
+#if MOONEP_KOKKOS_HAS_GRAPH
+  // The device form's kernels of an in-process step, in the order plan()
+  // launches them otherwise, as one graph: every input they read each step
+  // (the routing, tokens_per_expert and tokens_per_rank pointers and
+  // lengths) is in LocalRanks' device tables, so the graph is built once.
+  void build_step_graph() {
+    graph_ = Kokkos::Experimental::create_graph(exec_, [&](const auto& root) {
+      typename portable::Launcher<ExecutionSpace>::node_type last = root;
+      const portable::Launcher<ExecutionSpace> launch(exec_, last, graph_kernels_);
+      portable::validate_device(launch, input_, lr_);
+      portable::clear_and_scatter(launch, layout_, input_, lr_);
+      portable::plan_root(launch, layout_, root_, world_.local_chunk(0).data());
+      portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst);
+      portable::rank_outputs_device(launch, layout_, lr_, store_);
+    });
+    compat::instantiate_graph(*graph_);
+  }
+#endif
+
+  // Whether every device-form kernel's team scratch fits level 0 (else the
+  // step stays a sequence: a graph would hold level-1 scratch pools).
+  bool scratch_fits_level0() const {
+    const std::int64_t i32 = 4, i64 = 8, epn = layout_.epn;
+    const std::int64_t bytes[] = {layout_.E * i32, input_.block_len * i32, layout_.R * i64, (layout_.R + epn) * i64,
+                                  2 * epn * i32, (store_.tiles + 1) * i64};
+    for (const std::int64_t b : bytes) {
+      if (compat::scratch_level_for(static_cast<std::size_t>(b)) != 0) return false;
+    }
+    return true;
+  }
+
   Config config_;
   ChunkLayout layout_;
   world_type& world_;
@@ -392,12 +467,17 @@ class PortablePlanner {
   portable::LocalRanks<ExecutionSpace> lr_;
   typename T::crefs::HostMirror h_routing_, h_tpe_;
   typename T::lvec::HostMirror h_routing_len_;
+  typename T::crefs::HostMirror h_tokens_per_rank_;
   portable::InputScratch<ExecutionSpace> input_;
   portable::PublishScratch<ExecutionSpace> publish_;
   portable::PlanStore<ExecutionSpace> store_;
   Kokkos::View<PutRun*, memory_space> counts_runs_;
   portable::RootScratch<ExecutionSpace> root_;
   plan_type plan_;
+  std::vector<std::string> graph_kernels_;  // the step graph's kernels (empty: no graph)
+#if MOONEP_KOKKOS_HAS_GRAPH
+  std::optional<Kokkos::Experimental::Graph<ExecutionSpace>> graph_;
+#endif
 };
 
 // The interface of moonep/impl/planner_concept.hpp.

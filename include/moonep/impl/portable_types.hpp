@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "moonep/impl/kokkos_compat.hpp"
 
@@ -35,8 +37,15 @@ struct Types {
   using imat = Kokkos::View<std::int32_t**, Kokkos::LayoutRight, mem>;
   using refs = Kokkos::View<Ref<std::int32_t>*, mem>;
   using crefs = Kokkos::View<Ref<const std::int32_t>*, mem>;
-  using range = Kokkos::RangePolicy<ExecutionSpace>;
-  using team_policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  // Every kernel is marked light weight: on Kokkos::Cuda its functor then
+  // travels as kernel arguments (up to 4 KiB). Without the hint, a functor
+  // of 512 bytes or more (most of these: each carries LocalRanks' views) is
+  // copied to constant memory, and that launch first waits on the host for
+  // the previous constant-memory kernel to finish: a host round trip per
+  // launch. Host execution spaces ignore the hint.
+  using light = Kokkos::Experimental::WorkItemProperty::HintLightWeight_t;
+  using range = Kokkos::RangePolicy<ExecutionSpace, light>;
+  using team_policy = Kokkos::TeamPolicy<ExecutionSpace, light>;
   using member = typename team_policy::member_type;
   using scratch_space = typename ExecutionSpace::scratch_memory_space;
   using scratch_i64 = Kokkos::View<std::int64_t*, scratch_space, Kokkos::MemoryUnmanaged>;
@@ -68,6 +77,64 @@ using default_phase_form_t = typename default_phase_form<ExecutionSpace>::type;
 template <class Form>
 struct is_host_form : std::is_same<Form, HostForm> {};
 
+// How an in-process step (every rank here, nothing put; PortablePlanner)
+// is submitted, also chosen at compile time: StepGraph, one
+// Kokkos::Experimental::Graph of the device form's kernels built at
+// construction and submitted once per step (on Kokkos::Cuda one
+// cudaGraphLaunch, no host work between the kernels), where this Kokkos
+// has graphs (MOONEP_KOKKOS_HAS_GRAPH); StepSequence, the kernels launched
+// one by one, for the host form (a host space gains nothing from a graph:
+// Kokkos runs its nodes one by one at submit, after a fence of its own) and
+// where Kokkos has no graph. Steps over worlds with barriers are always a
+// sequence. The device form on a host space takes the graph too, so that
+// the tests build and run it without a GPU.
+struct StepSequence {};
+struct StepGraph {};
+
+template <class ExecutionSpace, class Form>
+struct default_step_submission {
+  using type = typename std::conditional<MOONEP_KOKKOS_HAS_GRAPH && !is_host_form<Form>::value, StepGraph,
+                                         StepSequence>::type;
+};
+template <class ExecutionSpace, class Form>
+using default_step_submission_t = typename default_step_submission<ExecutionSpace, Form>::type;
+
+// Where a phase's kernels go: launched on the execution space at once, or,
+// while a step graph is built, appended to it (each node after the last
+// one: the graph is the same chain as the sequence). Its labels are kept
+// then, since Kokkos Tools do not see a graph's kernels.
+template <class Exec>
+class Launcher {
+ public:
+  explicit Launcher(const Exec& exec) : exec_(exec) {}
+#if MOONEP_KOKKOS_HAS_GRAPH
+  using node_type = Kokkos::Experimental::GraphNodeRef<Exec>;
+  Launcher(const Exec& exec, node_type& last, std::vector<std::string>& labels)
+      : exec_(exec), last_(&last), labels_(&labels) {}
+#endif
+
+  const Exec& exec() const { return exec_; }
+
+  template <class Policy, class Functor>
+  void parallel_for(const std::string& label, const Policy& policy, const Functor& functor) const {
+#if MOONEP_KOKKOS_HAS_GRAPH
+    if (last_) {
+      *last_ = last_->then_parallel_for(label, policy, functor);
+      labels_->push_back(label);
+      return;
+    }
+#endif
+    Kokkos::parallel_for(label, policy, functor);
+  }
+
+ private:
+  Exec exec_;
+#if MOONEP_KOKKOS_HAS_GRAPH
+  node_type* last_ = nullptr;
+  std::vector<std::string>* labels_ = nullptr;
+#endif
+};
+
 // The local ranks of one planner, as kernels see them. Chunk pointers are
 // fixed at construction (the planner allocates the world's buffer once);
 // the input tables are refreshed by plan() when the caller's views move.
@@ -85,10 +152,12 @@ struct LocalRanks {
   typename T::crefs routing;                 // [L] routing[l].data()
   typename T::crefs tpe;                     // [L] tokens_per_expert[l].data(), or null
   typename T::lvec routing_len;              // [L] routing[l].extent(0)
-  // The step's tokens_per_rank (R counts by world rank, in the execution
-  // space's memory), or null for a full step (docs/spec/planning.md "Ragged
-  // steps"). Only the local ranks' counts are read.
-  const std::int32_t* tokens_per_rank = nullptr;
+  // [1] the step's tokens_per_rank (R counts by world rank, in the
+  // execution space's memory), or null for a full step
+  // (docs/spec/planning.md "Ragged steps"). Only the local ranks' counts
+  // are read. In a table, as the input pointers: a step graph built once
+  // reads every step's inputs from the device.
+  typename T::crefs tokens_per_rank;
   int S = 1, K = 1;
   // The step's validation result on the device (problems found, > 0: bad
   // input), or null. Every kernel after validation returns at once when it
@@ -103,8 +172,9 @@ struct LocalRanks {
   // the view whatever the count (a bad count is a validation problem,
   // bad_tokens).
   KOKKOS_INLINE_FUNCTION std::int64_t tokens(std::int64_t l) const {
-    if (!tokens_per_rank) return S;
-    std::int64_t s = tokens_per_rank[rank(l)];
+    const std::int32_t* counts = tokens_per_rank(0).at;
+    if (!counts) return S;
+    std::int64_t s = counts[rank(l)];
     s = s < 0 ? 0 : s > S ? S : s;
     const std::int64_t held = routing_len(l) / K;
     return s < held ? s : held;
@@ -113,8 +183,9 @@ struct LocalRanks {
   KOKKOS_INLINE_FUNCTION std::int64_t entries(std::int64_t l) const { return tokens(l) * K; }
   // Whether rank l's count is outside 0..S or beyond its routing view.
   KOKKOS_INLINE_FUNCTION bool bad_tokens(std::int64_t l) const {
-    if (!tokens_per_rank) return false;
-    const std::int64_t s = tokens_per_rank[rank(l)];
+    const std::int32_t* counts = tokens_per_rank(0).at;
+    if (!counts) return false;
+    const std::int64_t s = counts[rank(l)];
     return s < 0 || s > S || s * K > routing_len(l);
   }
 };
