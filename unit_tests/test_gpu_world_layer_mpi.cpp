@@ -354,7 +354,9 @@ TEST_CASE("mpi gpu world layer: plan + dispatch + combine in one CUDA graph per 
     cuda_ok(cudaMemcpyAsync(layer.y(me), layer.recv(me), NvS * H * sizeof(float), cudaMemcpyDeviceToDevice, origin));
     layer.combine(out.data(), true, origin);
   });
-  const std::vector<TokensPerRank> steps = moonep::test::replay_counts(c, 9);
+  // replay_counts' vectors are for R = 8: cut (or padded with empty ranks) to R.
+  std::vector<TokensPerRank> steps = moonep::test::replay_counts(c, 9);
+  for (TokensPerRank& t : steps) t.resize(static_cast<std::size_t>(R), 0);
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> u(-2.0, 2.0);
   for (std::size_t i = 0; i < steps.size(); ++i) {
