@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Private: a step's group sizes read back to the host. The expert copies
 // must refuse a plan whose rank would run a remote expert it did not copy
 // before anything moves, and the MoE layers list every non-empty group
