@@ -187,12 +187,7 @@ Bits run_rank(cuda::GpuWorld& world, const LayerFiles& f, LayerDtype dtype, bool
 int run_layer_gpu_mpi(const LayerOptions& o) {
   set_error_line_program("moonep-layer");
   std::string bad_timeout;
-  double timeout = kDefaultMpiTimeout;
-  try {
-    timeout = default_mpi_timeout();
-  } catch (const RuntimeError& e) {
-    bad_timeout = e.what();
-  }
+  const double timeout = env_mpi_timeout(&bad_timeout);
   const char* words = "$MOONEP_MPI_TIMEOUT";
   MpiSession session(timeout, words);
   MpiStages mpi(timeout, words);

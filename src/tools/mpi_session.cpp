@@ -11,6 +11,15 @@
 
 namespace moonep::tools {
 
+double env_mpi_timeout(std::string* bad) {
+  try {
+    return default_mpi_timeout();
+  } catch (const RuntimeError& e) {
+    *bad = e.what();
+    return kDefaultMpiTimeout;
+  }
+}
+
 MpiSession::MpiSession(double timeout_s, std::string words) : timeout_s_(timeout_s), words_(std::move(words)) {
   int initialized = 0;
   MPI_Initialized(&initialized);

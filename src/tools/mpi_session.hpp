@@ -10,6 +10,12 @@
 
 namespace moonep::tools {
 
+// moonep-layer's bound on every wait for another process:
+// $MOONEP_MPI_TIMEOUT (default_mpi_timeout). A bad value gives the default
+// and its error text in `*bad`, for the first stage to report, so that
+// every process stops with the same line.
+double env_mpi_timeout(std::string* bad);
+
 // MPI for the lifetime of the object (moonep-plan may also be run as a
 // singleton without mpirun: one process, one rank). MPI_Init and
 // MPI_Finalize, which wait for every process of the job, are bounded by
