@@ -4,11 +4,12 @@
 // adds around each kernel for an attached tool, labelled Kokkos::Tools...,
 // nor Kokkos::Threads' wait for each of its kernels, which that host
 // backend runs to completion anyway; Kokkos reports execution-space fences
-// from 3.6 on), deep copies, and
-// allocations and deallocations of memory. For the tests that an operation
-// enqueues its kernels and nothing else (on a GPU, a fence or a copy to the
-// host is a host round trip, an allocation or a free a cudaMalloc/
-// cudaFree-class call). One at a time.
+// from 3.6 on), deep copies, and allocations and deallocations of memory
+// (of at least one byte: Kokkos 4.x on Cuda reports a zero-byte one for
+// every team kernel it launches without level-1 scratch). For the tests
+// that an operation enqueues its kernels and nothing else (on a GPU, a
+// fence or a copy to the host is a host round trip, an allocation or a
+// free a cudaMalloc/cudaFree-class call). One at a time.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -68,11 +69,11 @@ class CountKokkos {
                            const char*, const void*, std::uint64_t) {
     ++counts().deep_copies;
   }
-  static void on_allocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
-    ++counts().allocations;
+  static void on_allocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t bytes) {
+    if (bytes > 0) ++counts().allocations;
   }
-  static void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
-    ++counts().deallocations;
+  static void on_deallocate(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t bytes) {
+    if (bytes > 0) ++counts().deallocations;
   }
 };
 

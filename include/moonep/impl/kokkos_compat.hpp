@@ -72,14 +72,20 @@
 // Kokkos::Experimental::Graph (a DAG of kernels built once and submitted
 // as one unit: on Kokkos::Cuda one cudaGraphLaunch; HIP and SYCL where
 // Kokkos has native graphs for them; elsewhere Kokkos runs the nodes in
-// order at submit). Present from Kokkos 3.3 on, in <Kokkos_Graph.hpp>, which
-// Kokkos_Core.hpp does not include before 4.x. Its node kinds, 3.4 through
-// the development line of 2025-06: then_parallel_for, then_parallel_reduce
-// (into a View); 4.6 adds then() (one call), the development line native
-// captures (cuda_capture, ...); no scan node in any of them, and Kokkos
-// Tools see no kernel of a graph (no begin/end callback for its nodes).
-// 3.4's Graph has no instantiate() (submit() instantiates).
-#if KOKKOS_VERSION >= 30300
+// order at submit). Its node kinds, 3.4 through the development line of
+// 2025-06: then_parallel_for, then_parallel_reduce (into a View); 4.6 adds
+// then() (one call), the development line native captures (cuda_capture,
+// ...); no scan node in any of them, and Kokkos Tools see no kernel of a
+// graph (no begin/end callback for its nodes). Kokkos has had graphs since
+// 3.3 (<Kokkos_Graph.hpp>, which Kokkos_Core.hpp does not include before
+// 4.x), but before 4.5 a graph is submitted only on the instance it was
+// built on, and has no instantiate(). MoonEP builds its step graph on an
+// instance of its own (on Kokkos::Cuda every team kernel of a graph holds
+// one of its instance's ten team scratch pools for the graph's lifetime,
+// and a kernel that finds none free spins: two planners' graphs on one
+// instance would hang) and submits it on the caller's, so it uses graphs
+// from 4.5 on.
+#if KOKKOS_VERSION >= 40500
 #define MOONEP_KOKKOS_HAS_GRAPH 1
 #include <Kokkos_Graph.hpp>
 #else
@@ -87,20 +93,6 @@
 #endif
 
 namespace moonep::impl::compat {
-
-#if MOONEP_KOKKOS_HAS_GRAPH
-template <class G, class = void>
-struct graph_has_instantiate : std::false_type {};
-template <class G>
-struct graph_has_instantiate<G, decltype(std::declval<G&>().instantiate())> : std::true_type {};
-
-// Instantiates a graph where Kokkos can (4.x: on Kokkos::Cuda this builds
-// the cudaGraphExec now rather than at the first submit); a no-op on 3.4.
-template <class G>
-inline void instantiate_graph(G& graph) {
-  if constexpr (graph_has_instantiate<G>::value) graph.instantiate();
-}
-#endif
 
 // Execution-space fences take a label only from Kokkos 3.6 on.
 template <class ExecutionSpace>

@@ -46,12 +46,14 @@
 // after which bad input throws exactly what it threw when it was checked
 // before the phases (the first bad local rank's validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
-// ten kernels (portable::StepGraph), built at construction and submitted
-// once per step: on Kokkos::Cuda one graph launch, then the copy and the
-// fence; where Kokkos has no graph, or a kernel's team scratch would not
-// fit level 0 (large E, whose scratch pools a graph would hold), the same
-// kernels are launched one by one on the one instance. Either way nothing
-// is allocated and nothing waits for the device until the step's end.
+// ten kernels (portable::StepGraph), built at construction (on a device
+// space on an instance of the planner's own) and submitted on the
+// planner's instance once per step: on Kokkos::Cuda one graph launch, then
+// the copy and the fence. Where Kokkos has no usable graph (before 4.5:
+// MOONEP_KOKKOS_HAS_GRAPH), or a kernel's team scratch would not fit level
+// 0 (large E: a graph would hold level-1 scratch), the same kernels are
+// launched one by one on the one instance. Either way nothing is allocated
+// and nothing waits for the device until the step's end.
 //
 // The form of the kernels (host or device) is a template argument, by
 // default the execution space's (portable::default_phase_form); so is how
@@ -228,7 +230,7 @@ class PortablePlanner {
 #if MOONEP_KOKKOS_HAS_GRAPH
       if (graph_) {
         compat::ProfilingRegion graph_region("moonep::portable::step_graph");
-        graph_->submit();
+        graph_->submit(exec_);
         finish(&routing, tokens_per_expert, tokens_per_rank);
         return plan_;
       }
@@ -431,17 +433,25 @@ class PortablePlanner {
   // launches them otherwise, as one graph: every input they read each step
   // (the routing, tokens_per_expert and tokens_per_rank pointers and
   // lengths) is in LocalRanks' device tables, so the graph is built once.
+  // On a device space the graph and its kernels' policies are on an
+  // instance of the planner's own (a new stream on Kokkos::Cuda: a graph's
+  // team kernels hold their instance's team scratch pools as long as it
+  // lives, kokkos_compat.hpp), and plan() submits it on exec_.
   void build_step_graph() {
-    graph_ = Kokkos::Experimental::create_graph(exec_, [&](const auto& root) {
+    ExecutionSpace space = exec_;
+    if constexpr (!portable::Types<ExecutionSpace>::host) {
+      space = Kokkos::Experimental::partition_space(exec_, 1)[0];
+    }
+    graph_ = Kokkos::Experimental::create_graph(space, [&](const auto& root) {
       typename portable::Launcher<ExecutionSpace>::node_type last = root;
-      const portable::Launcher<ExecutionSpace> launch(exec_, last, graph_kernels_);
+      const portable::Launcher<ExecutionSpace> launch(space, last, graph_kernels_);
       portable::validate_device(launch, input_, lr_);
       portable::clear_and_scatter(launch, layout_, input_, lr_);
       portable::plan_root(launch, layout_, root_, world_.local_chunk(0).data());
       portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst);
       portable::rank_outputs_device(launch, layout_, lr_, store_);
     });
-    compat::instantiate_graph(*graph_);
+    graph_->instantiate();
   }
 #endif
 

@@ -81,13 +81,13 @@ struct is_host_form : std::is_same<Form, HostForm> {};
 // is submitted, also chosen at compile time: StepGraph, one
 // Kokkos::Experimental::Graph of the device form's kernels built at
 // construction and submitted once per step (on Kokkos::Cuda one
-// cudaGraphLaunch, no host work between the kernels), where this Kokkos
-// has graphs (MOONEP_KOKKOS_HAS_GRAPH); StepSequence, the kernels launched
-// one by one, for the host form (a host space gains nothing from a graph:
-// Kokkos runs its nodes one by one at submit, after a fence of its own) and
-// where Kokkos has no graph. Steps over worlds with barriers are always a
-// sequence. The device form on a host space takes the graph too, so that
-// the tests build and run it without a GPU.
+// cudaGraphLaunch, no host work between the kernels), where this Kokkos has
+// graphs MoonEP can use (MOONEP_KOKKOS_HAS_GRAPH: 4.5 on); StepSequence, the
+// kernels launched one by one, for the host form (a host space gains
+// nothing from a graph: Kokkos runs its nodes one by one at submit, after a
+// fence of its own) and elsewhere. Steps over worlds with barriers are
+// always a sequence. The device form on a host space takes the graph too,
+// so that the tests build and run it without a GPU.
 struct StepSequence {};
 struct StepGraph {};
 
