@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "moonep/reference.hpp"
 #include "test_portable_support.hpp"
 
 using namespace moonep;
@@ -274,6 +275,21 @@ TEMPLATE_LIST_TEST_CASE("the portable phases launch the same kernels whatever th
     INFO(k);
     CHECK(starts_with(k, "moonep::portable::"));  // nothing put into an in-process world
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("a step whose team scratch leaves level 0 is launched kernel by kernel, and plans alike",
+                        "[portable]", PortableSubmissionVariants) {
+  // E = 8192: the histogram's team scratch (E counts) is 32 KiB, beyond
+  // level 0's 16 KiB; a graph would hold level-1 scratch, so no variant
+  // builds one (portable_planner.hpp), and the plan is the reference's.
+  INFO(variant_name<TestType>());
+  Config c;
+  c.ranks = 2; c.experts = 8192; c.topk = 2; c.tokens = 64; c.copy_slots = 2; c.token_padding = 2;
+  InProcessWorld<typename TestType::memory_space> world(c.ranks);
+  TestType planner(c, world);
+  CHECK(planner.step_graph_kernels().empty());
+  const Routing routing = make_routing(c, Shape::skewed, 5);
+  CHECK(plan_difference(plan_reference(c, routing), plan_with(planner, routing)) == "");
 }
 
 #if MOONEP_HAVE_CUDA_SPECIALIZATION

@@ -457,12 +457,17 @@ class PortablePlanner {
 
   // Whether every device-form kernel's team scratch fits level 0 (else the
   // step stays a sequence: a graph would hold level-1 scratch pools).
+  // (The requests of portable::with_scratch in the phases.)
   bool scratch_fits_level0() const {
-    const std::int64_t i32 = 4, i64 = 8, epn = layout_.epn;
-    const std::int64_t bytes[] = {layout_.E * i32, input_.block_len * i32, layout_.R * i64, (layout_.R + epn) * i64,
-                                  2 * epn * i32, (store_.tiles + 1) * i64};
-    for (const std::int64_t b : bytes) {
-      if (compat::scratch_level_for(static_cast<std::size_t>(b)) != 0) return false;
+    using i32 = typename T::scratch_i32;
+    using i64 = typename T::scratch_i64;
+    const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
+                      epn = static_cast<std::size_t>(layout_.epn);
+    const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
+                                 i64::shmem_size(R),       i64::shmem_size(R + epn),
+                                 i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1)};
+    for (const std::size_t b : bytes) {
+      if (compat::scratch_level_for(b) != 0) return false;
     }
     return true;
   }
