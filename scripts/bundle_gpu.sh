@@ -30,7 +30,9 @@
 #   mpi/bin, mpi/lib, mpi/problems, openmpi/
 #                       build-gpu-mpi: the same with MPI, test_gpu_world_mpi
 #                       (one process per rank), test_gpu_world_layer_mpi
-#                       (GpuWorldLayer over it), moonep-plan (--world gpu under
+#                       (GpuWorldLayer over it), test_gpu_world_moe_mpi
+#                       (GpuWorldExpertCopies, GpuWorldMoeLayer over it),
+#                       moonep-plan (--world gpu under
 #                       mpirun) with the plan checker and the CLI tests'
 #                       problem files, moonep-layer (--world gpu under mpirun)
 #                       with its CLI tests' file maker and checker
@@ -130,7 +132,8 @@ if [ "${MOONEP_BUNDLE_MPI:-1}" = 1 ] && [ -x /usr/bin/orterun ]; then
   cmake -S "$ROOT" -B "$MBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMoonEP_ENABLE_CUDA=ON -DMoonEP_ENABLE_MULTICAST=OFF -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=ON \
     -DMoonEP_ENABLE_TESTS=ON -DMoonEP_ENABLE_PERF_TESTS=OFF -DMoonEP_ENABLE_EXAMPLES=OFF >/dev/null
-  mtargets=(test_gpu_world_mpi test_gpu_world_layer_mpi moonep-plan moonep_check_plan_file moonep-layer layer_cli_files)
+  mtargets=(test_gpu_world_mpi test_gpu_world_layer_mpi test_gpu_world_moe_mpi moonep-plan moonep_check_plan_file
+            moonep-layer layer_cli_files)
   cmake --build "$MBUILD" -j"$JOBS" --target "${mtargets[@]}"
   collect "$MBUILD" "$BUNDLE/mpi" "${mtargets[@]}"
   mkdir -p "$BUNDLE/mpi/problems"

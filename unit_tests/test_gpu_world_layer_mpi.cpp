@@ -43,11 +43,13 @@
 #include "moonep/reference.hpp"
 #include "support/cuda_layer_support.hpp"
 #include "support/cuda_test_support.hpp"
+#include "support/gpu_world_mpi_support.hpp"
 #include "support/ragged_steps.hpp"
 
 namespace {
 
 using namespace cuda_layer_test;
+using namespace gpu_world_mpi_test;
 using moonep::Config;
 using moonep::PerRank;
 using moonep::Routing;
@@ -57,103 +59,6 @@ using moonep::cuda::GpuWorld;
 using moonep::cuda::GpuWorldLayer;
 using moonep::cuda::WorldOptions;
 using moonep::test::cuda_ok;
-
-int mpi_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int mpi_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int my_device() {
-  int n = 1;
-  cudaGetDeviceCount(&n);
-  return mpi_rank() % n;
-}
-
-// This process's device idle, then every process here: what one process
-// wrote into its rank's slot buffers is there before any other process's
-// next operation stores into them.
-void sync_all() {
-  cuda_ok(cudaDeviceSynchronize());
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
-std::unique_ptr<GpuWorld> make_world(const Config& c, double timeout_s = 10) {
-  cuda_ok(cudaSetDevice(my_device()));
-  WorldOptions o;
-  o.timeout_s = timeout_s;
-  return moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device(), o);
-}
-
-// This process's rank's buffer on its device, and a pointer array indexed
-// by rank with only this process's entry set (the others null).
-template <class V>
-struct MyBuffer {
-  V* p = nullptr;
-  std::size_t n = 0;
-  std::vector<V*> table;
-  MyBuffer(int ranks, const std::vector<V>& host) : n(host.size()), table(static_cast<std::size_t>(ranks), nullptr) {
-    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(V) + 16));
-    set(host);
-    table[mpi_rank()] = p;
-  }
-  ~MyBuffer() { cudaFree(p); }
-  MyBuffer(const MyBuffer&) = delete;
-  MyBuffer& operator=(const MyBuffer&) = delete;
-  void set(const std::vector<V>& host) { cuda_ok(cudaMemcpy(p, host.data(), n * sizeof(V), cudaMemcpyHostToDevice)); }
-  std::vector<V> get() const {
-    std::vector<V> h(n);
-    cuda_ok(cudaMemcpy(h.data(), p, n * sizeof(V), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void* const* data() { return reinterpret_cast<void* const*>(table.data()); }
-  const void* const* cdata() const { return reinterpret_cast<const void* const*>(table.data()); }
-};
-
-template <class V>
-void put(void* slot, const std::vector<V>& host) {
-  cuda_ok(cudaMemcpy(slot, host.data(), host.size() * sizeof(V), cudaMemcpyDefault));
-}
-template <class V>
-std::vector<V> get(const void* slot, std::size_t n) {
-  std::vector<V> h(n);
-  cuda_ok(cudaMemcpy(h.data(), slot, n * sizeof(V), cudaMemcpyDefault));
-  return h;
-}
-
-// Elements whose bits differ; the first wrong one's index in *first.
-template <class V>
-std::size_t wrong_bits(const std::vector<V>& got, const std::vector<V>& want, std::string* first = nullptr) {
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (same_bits(got[i], want[i])) continue;
-    if (first && wrong == 0) *first = "element " + std::to_string(i);
-    ++wrong;
-  }
-  return wrong;
-}
-
-// The world plans this process's rank of a step (its routing and, ragged,
-// its count on its device); every process gets the whole plan back.
-class MyStep {
- public:
-  MyStep(GpuWorld& world, const Config& c, const Routing& full, const TokensPerRank* tokens)
-      : routing_(c.ranks, full[mpi_rank()]),
-        count_(c.ranks, std::vector<std::int32_t>{tokens ? (*tokens)[mpi_rank()] : c.tokens}) {
-    std::vector<const std::int32_t*> routing(routing_.table.begin(), routing_.table.end());
-    std::vector<const std::int32_t*> counts(count_.table.begin(), count_.table.end());
-    world.plan(routing.data(), nullptr, nullptr, tokens ? counts.data() : nullptr);
-    plan = world.copy_out();
-  }
-  moonep::HostPlan plan;
-
- private:
-  MyBuffer<std::int32_t> routing_, count_;
-};
 
 // One case: plan on the world, then every operation there and with the
 // reference on the world's own plan; this process's rank's outputs (and

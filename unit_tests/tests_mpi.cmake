@@ -228,6 +228,19 @@ if(MoonEP_HAVE_CUDA)
     set_tests_properties(test_gpu_world_layer_mpi_np${np} PROPERTIES TIMEOUT 600 PROCESSORS ${np} LABELS mpi
                          SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
   endforeach()
+  # The expert copies and the MoE layer on that world
+  # (GpuWorldExpertCopies, GpuWorldMoeLayer, one process per rank).
+  add_executable(test_gpu_world_moe_mpi test_gpu_world_moe_mpi.cpp test_cuda_main.cpp)
+  target_link_libraries(test_gpu_world_moe_mpi PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
+  target_compile_definitions(test_gpu_world_moe_mpi PRIVATE MOONEP_TEST_WITH_MPI)
+  target_include_directories(test_gpu_world_moe_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+  foreach(np 2 4)
+    add_test(NAME test_gpu_world_moe_mpi_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
+                     $<TARGET_FILE:test_gpu_world_moe_mpi> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(test_gpu_world_moe_mpi_np${np} PROPERTIES TIMEOUT 600 PROCESSORS ${np} LABELS mpi
+                         SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
+  endforeach()
 endif()
 
 # ---- moonep-layer --world mpi under mpirun.

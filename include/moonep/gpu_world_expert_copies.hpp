@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world_expert_copies.hpp — fetch and reduce (docs/spec/layer.md
-// "Expert copies") on a moonep::cuda::GpuWorld held by one process (every
-// rank in this process, one GPU per rank; a device may repeat). The GPU
+// "Expert copies") on a moonep::cuda::GpuWorld: held by one process (every
+// rank in this process, one GPU per rank; a device may repeat) or one
+// process per rank (make_mpi_gpu_world, moonep/gpu_world_mpi.hpp). The GPU
 // world's twin of moonep::cuda::VirtualRankExpertCopies
 // (moonep/cuda_expert_copies.hpp); both give the bits of fetch_reference
 // and reduce_reference (moonep/layer_reference.hpp). Only usable when
@@ -23,14 +24,35 @@
 // from the copiers' grad_copies() and adds them, in increasing d then b,
 // into its own gradients, a buffer of the user's on h's device.
 //
-// Every operation is enqueued as one part per rank, forked from `origin`
-// (a stream of rank 0's device; null: its legacy default stream) and
-// joined back into it with events, no host waits (B >= epn), so one CUDA
-// graph captured on `origin` holds it. The parts run on this object's own
-// stream per rank, not the world's: a fetch enqueued on another origin
-// than the layer's dispatch overlaps it (it needs only the plan). Enqueue
-// after the world's plan of the step (on `origin` or before it); order
-// the writes of experts() and grad_copies() before.
+// A world held by one process: every operation is enqueued as one part
+// per rank, forked from `origin` (a stream of rank 0's device; null: its
+// legacy default stream) and joined back into it with events, no host
+// waits (B >= epn), so one CUDA graph captured on `origin` holds it. The
+// parts run on this object's own stream per rank, not the world's: a fetch
+// enqueued on another origin than the layer's dispatch overlaps it (it
+// needs only the plan). Enqueue after the world's plan of the step (on
+// `origin` or before it); order the writes of experts() and grad_copies()
+// before.
+//
+// One process per rank (make_mpi_gpu_world; the processes may share a
+// GPU): made collectively (every process constructs it with the same Q,
+// type and training: agreed first, every process throws the same
+// InputError where they differ), each process creating its rank's chunk
+// and importing the others' (every wait bounded by the world's
+// WorldOptions::timeout_s), and destroyed together. Each process enqueues
+// its own rank's part of fetch and reduce on `origin` (a stream of its
+// rank's device), between two device-side barriers across the processes
+// (as GpuWorldLayer's): one before (every owner's experts, every copier's
+// grad_copies, as ordered on its `origin` before the call, are complete
+// before any rank reads them) and one after (no process changes what
+// another still reads). No host waits (B >= epn), so a CUDA graph captured
+// on `origin` holds them. Every process must enqueue the same operations
+// in the same order; reduce's grad_experts array stays indexed by rank and
+// only this process's entry is read. With B < epn, fetch, reduce and
+// check_runnable are collective: each process reads its own rank's group
+// sizes and every process learns all of them, so all refuse alike. A
+// barrier that gave up (a process that never came, or one at another
+// operation) is reported by check(), as GpuWorldLayer::check() does.
 //
 // What must stay true:
 //  * Nothing is allocated per step; the kernels read experts_to_copy from
@@ -44,9 +66,6 @@
 //    they synchronise and cannot be captured.
 //  * Whatever experts_to_copy holds, nothing is read or written outside
 //    the buffers: a copied expert outside 0..E-1 is skipped.
-//
-// Not supported: a world of one process per rank (make_mpi_gpu_world):
-// the constructor refuses it with an InputError.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -63,9 +82,11 @@ class GpuWorldExpertCopies {
  public:
   // For the plans of `world` (which must outlive this object), experts of
   // `params` (Q) values of `type`; `training` adds grad_copies. Every
-  // buffer starts zeroed. InputError for Q < 1 or a world of one process
-  // per rank; RuntimeError if the symmetric memory, the streams or the
-  // host staging buffer cannot be made.
+  // buffer starts zeroed. InputError for Q < 1; with one process per rank,
+  // processes that disagree on Q, type or training (the same error on
+  // every process). RuntimeError if the symmetric memory, the streams or
+  // the host staging buffer cannot be made (with one process per rank
+  // also: a process that does not come within the world's timeout).
   GpuWorldExpertCopies(GpuWorld& world, std::int64_t params, Element type, bool training = true);
   ~GpuWorldExpertCopies();
   GpuWorldExpertCopies(const GpuWorldExpertCopies&) = delete;
@@ -76,8 +97,10 @@ class GpuWorldExpertCopies {
   bool training() const;
 
   // Rank d's buffers on its device, 256-byte aligned (valid as long as this
-  // object): experts [epn][Q], copies [B][Q]; training only (InputError
-  // otherwise): grad_copies [B][Q]. InputError for d outside 0..R-1.
+  // object; with one process per rank another process's rank's are mapped
+  // here too, readable from this process's device): experts [epn][Q],
+  // copies [B][Q]; training only (InputError otherwise): grad_copies
+  // [B][Q]. InputError for d outside 0..R-1.
   void* experts(int d) const;
   void* copies(int d) const;
   void* grad_copies(int d) const;
@@ -100,6 +123,13 @@ class GpuWorldExpertCopies {
   // check_experts_runnable's InputError for the first rank running an
   // expert it neither owns nor holds in a copy slot.
   void check_runnable(cudaStream_t origin) const;
+
+  // One process per rank: collective. Waits for this process's device,
+  // then, if a barrier of any rank gave up since the last check, throws a
+  // RuntimeError on every process naming each rank that gave up, where and
+  // why, after resetting the barriers; the outputs of the operations since
+  // are undefined. A world held by one process: returns at once.
+  void check();
 
  private:
   struct State;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // moonep/gpu_world_moe_layer.hpp — the linear MoE layer (docs/spec/layer.md
-// "The linear layer") on a moonep::cuda::GpuWorld held by one process
-// (every rank in this process, one GPU per rank; a device may repeat).
+// "The linear layer") on a moonep::cuda::GpuWorld: held by one process
+// (every rank in this process, one GPU per rank; a device may repeat) or
+// one process per rank (make_mpi_gpu_world, moonep/gpu_world_mpi.hpp).
 // The GPU world's twin of moonep::cuda::VirtualRankMoeLayer
 // (moonep/cuda_moe_layer.hpp), built from GpuWorldExpertCopies (fetch,
 // reduce), a GpuWorldLayer of widths H and H' (dispatch and its backward,
@@ -35,15 +36,26 @@
 // back into it (events, no host waits). forward() puts the fetch on a
 // branch of its own beside the dispatch (the fetch needs only the plan).
 //
+// One process per rank (make_mpi_gpu_world; the processes may share a
+// GPU): made collectively, as its GpuWorldLayer and GpuWorldExpertCopies
+// are (every process with the same H, H', type and training: agreed first,
+// the same InputError on every process where they differ), and destroyed
+// together. Each process enqueues only its own rank's parts, on `origin`
+// (a stream of its rank's device; forward's fetch branch on a stream of
+// the layer's own): the pointer arrays stay indexed by rank and only this
+// process's entry is read (the others may be null). The parts meet the
+// other processes' at the layer's and the copies' device-side barriers
+// (no host waits); read_groups, forward and backward are collective (each
+// process reads its rank's group sizes and learns every other's, so all
+// refuse a plan alike). Every process must call the same operations in
+// the same order; check() (collective) reports a barrier that gave up.
+//
 // What must stay true: every buffer (the slot buffers, the copies and
 // their gradients in symmetric memory, cuBLAS's workspaces) is made in the
 // constructor, nothing per step; a group's rows are clipped to 0..NvS and
 // a group g < E of an expert the rank does not own never runs
 // (read_groups refuses such a plan first, in check_experts_runnable's
 // words), so no GEMM touches memory outside the buffers.
-//
-// Not supported: a world of one process per rank (make_mpi_gpu_world):
-// the constructor refuses it with an InputError.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -63,9 +75,11 @@ class GpuWorldMoeLayer {
   // For the plans of `world` (which must outlive the layer), tokens of
   // `hidden` (H) values and experts H -> `hidden_out` (H') of `type`.
   // `training`: also make the backward's buffers (without them backward
-  // throws InputError). InputError for H or H' below 1 or a world of one
-  // process per rank; RuntimeError if a buffer, stream or cuBLAS handle
-  // cannot be made.
+  // throws InputError). InputError for H or H' below 1; with one process
+  // per rank, processes that disagree on H, H', type or training (the same
+  // error on every process). RuntimeError if a buffer, stream or cuBLAS
+  // handle cannot be made (with one process per rank also: a process that
+  // does not come within the world's timeout).
   GpuWorldMoeLayer(GpuWorld& world, int hidden, int hidden_out, Element type, bool training = true);
   ~GpuWorldMoeLayer();
   GpuWorldMoeLayer(const GpuWorldMoeLayer&) = delete;
@@ -78,7 +92,9 @@ class GpuWorldMoeLayer {
   bool training() const;
 
   // Rank d's own experts' parameters [epn][Q] on its device, in symmetric
-  // memory: write them before forward (InputError for d outside 0..R-1).
+  // memory: write them before forward (InputError for d outside 0..R-1;
+  // with one process per rank, write this process's rank's, ordered before
+  // forward on `origin`).
   void* experts(int d) const;
 
   // The whole step, after the world's plan (on `origin` or before it):
@@ -116,8 +132,14 @@ class GpuWorldMoeLayer {
   const GpuWorldExpertCopies& expert_copies() const;
 
   // How many GEMMs the last read_groups' sizes launch per pass (non-empty
-  // groups over all ranks).
+  // groups over all ranks, this process's or not).
   int gemm_count() const;
+
+  // One process per rank: collective, GpuWorldLayer::check() and
+  // GpuWorldExpertCopies::check() in one (both run whatever the first
+  // finds; one RuntimeError naming what each found). A world held by one
+  // process: returns at once.
+  void check();
 
  private:
   struct State;

@@ -7,8 +7,11 @@
 // a GPU). Every process reads the problem and the inputs and stages its own
 // rank's routing and rows on its device; the world plans each process's
 // rank, moonep::cuda::GpuWorldLayer (made collectively) applies the plan
-// (identity experts, any --dtype: the reference's bits); rank 0 gathers
-// every rank's results and writes the same files as the in-process run.
+// (identity experts, any --dtype: the reference's bits), or with --experts
+// moonep::cuda::GpuWorldMoeLayer runs the linear layer (each process
+// writes its rank's experts into the layer's symmetric memory); rank 0
+// gathers every rank's results and writes the same files as the
+// in-process run.
 // The stages (reading, the layer, writing) and their agreement are
 // --world mpi's (MpiStages): one process's bad input stops every process
 // with the same status and one line; every wait is bounded ($MOONEP_MPI_TIMEOUT,
@@ -29,6 +32,7 @@
 #include "moonep/error.hpp"
 #include "moonep/gpu_world.hpp"
 #include "moonep/gpu_world_layer.hpp"
+#include "moonep/gpu_world_moe_layer.hpp"
 #include "moonep/gpu_world_mpi.hpp"
 #include "moonep/layer_reference.hpp"
 #include "mpi_session.hpp"
@@ -105,12 +109,59 @@ int device_of(const LayerOptions& o, int rank) {
   return o.devices[static_cast<std::size_t>(rank) % o.devices.size()];
 }
 
+// --experts: the linear layer on this process's rank of the planned step
+// (moonep::cuda::GpuWorldMoeLayer, made collectively): its experts P_me
+// (M [E][H][H'] from expert me*epn on) written into the layer's symmetric
+// memory, forward, and with grads backward; its results as bits (out, its
+// rank's recv, grad_x, grad_w, its experts' gradients).
+template <class T>
+Bits run_rank_linear(cuda::GpuWorld& world, const LayerFiles& f, LayerDtype dtype, bool grads, cudaStream_t origin) {
+  using W = weight_t<T>;
+  const Config& c = f.problem.config;
+  const int R = c.ranks, me = world.process_rank();
+  const std::size_t S = static_cast<std::size_t>(c.tokens), K = static_cast<std::size_t>(c.topk),
+                    H = static_cast<std::size_t>(f.hidden), O = static_cast<std::size_t>(f.hidden_out),
+                    nvs = static_cast<std::size_t>(c.slots()), PQ = static_cast<std::size_t>(c.experts_per_rank()) * H * O;
+  cuda::GpuWorldMoeLayer layer(world, f.hidden, f.hidden_out, element_of(dtype), grads);
+  const std::vector<T> p = part<T>(f.experts.values, me, PQ);
+  ok(cudaMemcpy(layer.experts(me), p.data(), PQ * sizeof(T), cudaMemcpyHostToDevice), "copying this rank's experts");
+  DeviceArray<T> x(part<T>(f.x.values, me, S * H)), out(S * O);
+  DeviceArray<W> w(part<W>(f.w.values, me, S * K));
+  const auto x_t = only_mine<const void*>(R, me, x.p), w_t = only_mine<const void*>(R, me, w.p);
+  const auto out_t = only_mine<void*>(R, me, out.p);
+  layer.forward(x_t.data(), w_t.data(), out_t.data(), origin);  // refuses an unrunnable plan on every process
+  std::unique_ptr<DeviceArray<T>> g, gx, gm;
+  std::unique_ptr<DeviceArray<W>> gw;
+  if (grads) {
+    g = std::make_unique<DeviceArray<T>>(part<T>(f.grad_out.values, me, S * O));
+    gx = std::make_unique<DeviceArray<T>>(S * H);
+    gw = std::make_unique<DeviceArray<W>>(S * K);
+    gm = std::make_unique<DeviceArray<T>>(PQ);
+    const auto g_t = only_mine<const void*>(R, me, g->p);
+    const auto gx_t = only_mine<void*>(R, me, gx->p), gw_t = only_mine<void*>(R, me, gw->p),
+               gm_t = only_mine<void*>(R, me, gm->p);
+    layer.backward(g_t.data(), gx_t.data(), gw_t.data(), gm_t.data(), origin);
+  }
+  ok(cudaStreamSynchronize(origin), "running the step");
+  layer.check();  // collective: a barrier that gave up fails the stage on every process
+  Bits bits;
+  append_device<T>(bits, out.p, S * O);
+  append_device<T>(bits, layer.layer().recv(me), nvs * H);
+  if (grads) {
+    append_device<T>(bits, gx->p, S * H);
+    append_device<W>(bits, gw->p, S * K);
+    append_device<T>(bits, gm->p, PQ);
+  }
+  return bits;
+}
+
 // This process's rank of the step: planned by the world, dispatched,
 // identity experts (y = recv; in the backward grad_recv = grad_y),
 // combined, and with grads both backwards; its results as bits (out, its
-// rank's recv, grad_x, grad_w).
+// rank's recv, grad_x, grad_w). With --experts the linear layer instead
+// (run_rank_linear).
 template <class T>
-Bits run_rank(cuda::GpuWorld& world, const LayerFiles& f, LayerDtype dtype, bool grads) {
+Bits run_rank(cuda::GpuWorld& world, const LayerFiles& f, LayerDtype dtype, bool grads, bool linear) {
   using W = weight_t<T>;
   const Problem& p = f.problem;
   const Config& c = p.config;
@@ -141,6 +192,7 @@ Bits run_rank(cuda::GpuWorld& world, const LayerFiles& f, LayerDtype dtype, bool
   } guard{origin};
   world.plan(routing_t.data(), tpe ? tpe_t.data() : nullptr, origin, count ? count_t.data() : nullptr, lengths.data());
   world.check();  // collective; the problem was validated when read, this surfaces anything else
+  if (linear) return run_rank_linear<T>(world, f, dtype, grads, origin);
 
   // Collective: every process makes the layer together (the slot buffers
   // start zeroed: undefined slots are written as 0).
@@ -197,8 +249,6 @@ int run_layer_gpu_mpi(const LayerOptions& o) {
   LayerFiles files;
   if (int s = mpi.run("reading the input", [&] {
         if (!bad_timeout.empty()) throw UsageError(bad_timeout);
-        if (!o.experts.empty())
-          throw InputError("--world gpu runs identity experts only in this build: leave out --experts");
         if (mpi.rank() == 0) layer_outputs(o).check();  // before any work: a path that cannot be written
         files = read_layer_files(o);
         const int R = files.problem.config.ranks;
@@ -208,7 +258,7 @@ int run_layer_gpu_mpi(const LayerOptions& o) {
       })) {
     return s;
   }
-  const bool grads = !o.grad_out.empty();
+  const bool grads = !o.grad_out.empty(), linear = !o.experts.empty();
 
   // Stage 2: this process's rank of the GPU world, planned and applied.
   Bits mine;
@@ -217,9 +267,9 @@ int run_layer_gpu_mpi(const LayerOptions& o) {
         wo.timeout_s = world_timeout(timeout);
         auto world = cuda::make_mpi_gpu_world(files.problem.config, MPI_COMM_WORLD, device_of(o, mpi.rank()), wo);
         switch (o.dtype) {
-          case LayerDtype::float64: mine = run_rank<double>(*world, files, o.dtype, grads); break;
-          case LayerDtype::bfloat16: mine = run_rank<bf16>(*world, files, o.dtype, grads); break;
-          case LayerDtype::float32: mine = run_rank<float>(*world, files, o.dtype, grads); break;
+          case LayerDtype::float64: mine = run_rank<double>(*world, files, o.dtype, grads, linear); break;
+          case LayerDtype::bfloat16: mine = run_rank<bf16>(*world, files, o.dtype, grads, linear); break;
+          case LayerDtype::float32: mine = run_rank<float>(*world, files, o.dtype, grads, linear); break;
         }
       })) {
     return s;
@@ -229,7 +279,7 @@ int run_layer_gpu_mpi(const LayerOptions& o) {
   return mpi.run("writing the files", [&] {
     const std::vector<int> all = mpi.gather(mine, "gathering the results");
     if (mpi.rank() == 0)
-      write_layer_files(o, files, unpack_bits(all, files.problem.config, files.hidden, files.hidden_out, grads, false));
+      write_layer_files(o, files, unpack_bits(all, files.problem.config, files.hidden, files.hidden_out, grads, linear));
   });
 }
 

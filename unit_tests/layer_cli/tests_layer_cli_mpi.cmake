@@ -92,7 +92,13 @@ if(MoonEP_HAVE_CUDA)
   # a GPU too): every process exits 2 with one line, no file written.
   moonep_layer_gpu_mpi_cli_test(wrong_np 3 MAKE ${_step} EXPECT_RC 2 ARGS "${_all}"
     EXPECT_STDERR "the problem has ranks = 4 but 3 MPI processes were started|mpirun -np 4" ABSENT "@W@/recv.npy")
-  moonep_layer_gpu_mpi_cli_test(with_experts 4 MAKE "${_step}|linear" EXPECT_RC 2
-    ARGS "${_in}|--experts|@W@/M.npy|--output|@W@/out.npy"
-    EXPECT_STDERR "--world gpu runs identity experts only in this build: leave out --experts")
+  # Linear experts (GpuWorldMoeLayer, one process per rank): out, gx, gw
+  # and every expert's gradient against the direct linear layer, exact
+  # data; and the refusal of an unrunnable plan on every process.
+  moonep_layer_gpu_mpi_cli_test(linear 4 MAKE "${_step}|linear" ARGS "${_lin}" CHECK float)
+  moonep_layer_gpu_mpi_cli_test(linear_double_ragged 4 MAKE "${_step}|linear-ragged" ARGS "${_lin}|--dtype|double" CHECK double)
+  moonep_layer_gpu_mpi_cli_test(linear_small_b_np4 4 MAKE "4|16|3|12|2|2|4|3|linear" ARGS "${_lin}" CHECK float)
+  moonep_layer_gpu_mpi_cli_test(linear_uncopied 4 MAKE "4|32|4|16|1|1|3|3|linear" EXPECT_RC 2 ARGS "${_lin}"
+    EXPECT_STDERR "rank 1 would run expert 25 (5 slots) that it neither owns nor holds in a copy slot"
+    ABSENT "@W@/gx.npy|@W@/gw.npy|@W@/gM.npy")
 endif()

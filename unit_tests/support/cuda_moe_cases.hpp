@@ -51,20 +51,23 @@ double tolerance(Values v) {
 }
 
 // got [R][rows][width] (flat) against want for rows t < s_r (within the
-// tolerance), and rows past s_r still holding `untouched`'s bits.
+// tolerance), and rows past s_r still holding `untouched`'s bits. With
+// only_rank >= 0, got holds that rank's rows alone and only they are
+// compared (the tolerance still scaled by the whole of want).
 template <class V>
 void compare_rows(const char* what, const Step& s, std::int64_t rows, std::int64_t width, const std::vector<V>& got,
-                  const std::vector<std::vector<double>>& want, double rel, V untouched) {
+                  const std::vector<std::vector<double>>& want, double rel, V untouched, int only_rank = -1) {
   double scale = 0;
   for (const auto& r : want)
     for (double v : r) scale = std::fmax(scale, std::fabs(v));
   const double tol = rel * (1 + scale);
   std::size_t wrong = 0, kept = 0;
   std::string first;
-  for (int r = 0; r < s.c.ranks; ++r)
+  for (int r = only_rank < 0 ? 0 : only_rank; r < (only_rank < 0 ? s.c.ranks : only_rank + 1); ++r)
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t j = 0; j < width; ++j) {
-        const V g = got[static_cast<std::size_t>((r * rows + t) * width + j)];
+        const std::int64_t row = (only_rank < 0 ? r * rows : 0) + t;
+        const V g = got[static_cast<std::size_t>(row * width + j)];
         if (t < s.tokens[r]) {
           const double w = want[r][static_cast<std::size_t>(t * width + j)];
           if (!(std::fabs(from(g) - w) <= tol)) {

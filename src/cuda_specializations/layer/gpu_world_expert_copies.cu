@@ -4,8 +4,14 @@
 // mapping (impl::zeroed_chunks), argument checks, the refusal of an
 // unrunnable plan (B < epn: the group sizes read to the host), and fetch
 // and reduce as one launch per rank on this object's rank streams, forked
-// from and joined into `origin` (impl::WorldFork). Kernels:
-// copy_kernels.cuh, with a rank's buffer at rank 0's + rank * chunk bytes.
+// from and joined into `origin` (impl::WorldFork). One process per rank
+// (make_mpi_gpu_world): each process's chunk its own allocation, the
+// others' imported (the world's WorldPeers); its rank's launch on
+// `origin` between two device-side barriers across the processes
+// (process_barrier.hpp): every owner's experts (every copier's gradients)
+// written before any rank reads them, and read by every rank before any
+// process goes on to change them. Kernels: copy_kernels.cuh, with a
+// rank's buffer at rank 0's + rank * chunk bytes.
 //
 //   fetch   rank d: its copy slots, each loaded from the owner's experts
 //   reduce  rank h: its experts, each adding the copiers' grad_copies in
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "../gpu_world/driver_api.hpp"
+#include "../gpu_world/layer_access.hpp"
 #include "../gpu_world/symmetric_mapping.hpp"
 #include "../host_checks.hpp"
 #include "copy_kernels.cuh"
@@ -27,6 +34,7 @@
 #include "moonep/gpu_world_expert_copies.hpp"
 #include "moonep/host_plan.hpp"
 #include "moonep/layer_reference.hpp"
+#include "process_barrier.hpp"
 #include "world_fork.hpp"
 
 namespace moonep::cuda {
@@ -35,6 +43,8 @@ namespace {
 
 using i64 = std::int64_t;
 using copy_kernels::CopyParams;
+using impl::check_cuda;
+using impl::DeviceScope;
 
 constexpr const char* kWho = "moonep::cuda::GpuWorldExpertCopies";
 
@@ -58,16 +68,53 @@ struct GpuWorldExpertCopies::State {
   i64 Q = 0;
   std::vector<const std::int32_t*> tables;      // each rank's experts_to_copy [R][B], on its device
   std::vector<const std::int32_t*> cu_seqlens;  // each rank's, on its device
-  // Offsets in each chunk (bytes); -1: not made (grad_copies without training).
-  i64 off_experts = 0, off_copies = 0, off_grad_copies = -1;
+  // One process per rank: the world's processes, this process's rank and
+  // the barriers between them; null, -1 and null when this process holds
+  // every rank.
+  impl::WorldPeers* peers = nullptr;
+  int me = -1;
+  std::unique_ptr<impl::ProcessBarrier> barriers;
+  std::vector<int> devices;  // per rank; -1 for another process's rank
+  // Offsets in each chunk (bytes); -1: not made (grad_copies without
+  // training). The control words (process_barrier.hpp) at 0.
+  i64 off_control = 0, off_experts = 0, off_copies = 0, off_grad_copies = -1;
   impl::Vmm vmm;  // before `chunks`, which uses it
   std::unique_ptr<impl::SymmetricMapping> chunks;
-  // This object's own stream per rank (overlapping the layer's); destroyed
-  // first (it waits for them), then the chunks.
+  // A world held by one process: this object's own stream per rank
+  // (overlapping the layer's); destroyed first (it waits for them), then
+  // the chunks.
   std::unique_ptr<impl::WorldFork> fork;
   std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // B < epn only: what the refusal reads
 
-  ~State() { fork.reset(); }
+  ~State() {
+    fork.reset();
+    if (peers && chunks) {
+      // This process's launches ran on the callers' streams: its device
+      // idle before the chunks go.
+      int saved = 0;
+      cudaGetDevice(&saved);
+      cudaSetDevice(devices[me]);
+      cudaDeviceSynchronize();
+      cudaSetDevice(saved);
+    }
+  }
+
+  // part(r, stream) for each rank this process enqueues: every rank's on
+  // its own stream, forked from and joined into `origin`; or, one process
+  // per rank, this process's rank's on `origin` between two barriers of
+  // `op` across the processes.
+  template <class Part>
+  void run(cudaStream_t origin, const char* what, unsigned op, Part&& part) const {
+    if (!peers) {
+      fork->run(origin, what, part);
+      return;
+    }
+    DeviceScope on(devices[me]);
+    barriers->arrive(origin, layer::where_code(op, 1, false), what);
+    part(me, origin);
+    check_cuda(cudaGetLastError(), what);
+    barriers->arrive(origin, layer::where_code(op, 2, false), what);
+  }
 
   char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
   i64 bytes() const { return Q * element_bytes(type); }
@@ -86,23 +133,28 @@ struct GpuWorldExpertCopies::State {
 
 GpuWorldExpertCopies::GpuWorldExpertCopies(GpuWorld& world, std::int64_t params, Element type, bool training)
     : s_(std::make_unique<State>()) {
-  if (world.process_rank() >= 0) {
-    throw InputError(std::string(kWho) +
-                     ": a world of one process per rank (make_mpi_gpu_world) is not supported; hold every rank "
-                     "in one process (GpuWorld(config, devices))");
+  State& s = *s_;
+  s.peers = impl::LayerAccess::peers(world);
+  if (s.peers) {
+    impl::agree_on_arguments(*s.peers, kWho,
+                             {{"Q", static_cast<long long>(params)},
+                              {"the element type", static_cast<long long>(type), impl::element_text},
+                              {"training", training ? 1 : 0, impl::bool_text}},
+                             "every process constructs the expert copies with the same Q, type and training");
   }
   if (params < 1) throw InputError(std::string(kWho) + ": Q must be at least 1, got " + std::to_string(params));
-  State& s = *s_;
   const Config& c = world.config();
+  s.me = world.process_rank();
   s.config = c;
   s.type = type;
   s.training = training;
   s.Q = params;
   for (int r = 0; r < c.ranks; ++r) {
+    s.devices.push_back(world.device(r));
     s.tables.push_back(world.rank_plan(r).experts_to_copy);
     s.cu_seqlens.push_back(world.rank_plan(r).cu_seqlens);
   }
-  // One chunk per rank: experts | copies | (grad_copies).
+  // One chunk per rank: control | experts | copies | (grad_copies).
   const i64 row = s.bytes();
   i64 off = 0;
   const auto take = [&](i64 bytes) {
@@ -110,11 +162,19 @@ GpuWorldExpertCopies::GpuWorldExpertCopies(GpuWorld& world, std::int64_t params,
     off += aligned(bytes);
     return at;
   };
+  s.off_control = take(layer::kControlBytes);
   s.off_experts = take(c.experts_per_rank() * row);
   s.off_copies = take(c.copy_slots * row);
   if (training) s.off_grad_copies = take(c.copy_slots * row);
-  s.chunks = impl::zeroed_chunks(s.vmm, world, std::max<i64>(off, 256));
-  s.fork = std::make_unique<impl::WorldFork>(world, true);
+  // With one process per rank, collective (world_fork.hpp).
+  s.chunks = impl::zeroed_chunks(s.vmm, world, off, s.peers);
+  if (s.peers) {
+    s.barriers = std::make_unique<impl::ProcessBarrier>(
+        *s.peers, s.me, s.devices[s.me], reinterpret_cast<unsigned*>(s.at(0, s.off_control)),
+        static_cast<i64>(s.chunks->chunk_bytes()), impl::LayerAccess::timeout_s(world), kWho);
+  } else {
+    s.fork = std::make_unique<impl::WorldFork>(world, true);
+  }
   if (c.copy_slots < c.experts_per_rank())
     s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, s.cu_seqlens, "expert copies");
 }
@@ -143,10 +203,22 @@ void GpuWorldExpertCopies::check_runnable(cudaStream_t origin) const {
   const State& s = *s_;
   if (!s.group_sizes) return;  // B >= epn: no plan can hold a remote expert without a copy
   const char* what = "reading the plan's group sizes";
-  s.fork->fork(origin, what);
-  s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
-  s.fork->synchronize("waiting for the plan's group sizes");
+  if (s.peers) {
+    // This rank's sizes after its plan (on origin), then every process's.
+    DeviceScope on(s.devices[s.me]);
+    s.group_sizes->enqueue(s.me, origin);
+    check_cuda(cudaStreamSynchronize(origin), "waiting for the plan's group sizes");
+    s.group_sizes->share(*s.peers, s.me);
+  } else {
+    s.fork->fork(origin, what);
+    s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
+    s.fork->synchronize("waiting for the plan's group sizes");
+  }
   impl::refuse_uncopied(s.config, s.group_sizes->sizes());
+}
+
+void GpuWorldExpertCopies::check() {
+  if (s_->barriers) s_->barriers->check("the expert copies");  // a world held by one process: nothing waits
 }
 
 void GpuWorldExpertCopies::fetch(cudaStream_t origin) const {
@@ -156,7 +228,7 @@ void GpuWorldExpertCopies::fetch(cudaStream_t origin) const {
   const i64 bytes = s.bytes(), stride = static_cast<i64>(s.chunks->chunk_bytes());
   const bool vec = bytes % 16 == 0;  // every buffer starts 256-byte aligned
   const char* experts0 = s.at(0, s.off_experts);
-  s.fork->run(origin, "enqueueing the GPU world's expert fetch", [&](int r, cudaStream_t st) {
+  s.run(origin, "enqueueing the GPU world's expert fetch", layer::kFetch, [&](int r, cudaStream_t st) {
     copy_kernels::launch_fetch(s.params(r), vec, bytes, r, 1, experts0, stride, s.at(r, s.off_copies), 0, st);
   });
 }
@@ -168,16 +240,16 @@ void GpuWorldExpertCopies::reduce(void* const* grad_experts, cudaStream_t origin
     throw InputError(std::string(kWho) + "::reduce: the object was not made for training (training = false)");
   if (!grad_experts) throw InputError(std::string(kWho) + "::reduce: grad_experts is null");
   for (int r = 0; r < R; ++r)
-    if (!grad_experts[r])
+    if ((!s.peers || r == s.me) && !grad_experts[r])
       throw InputError(std::string(kWho) + "::reduce: grad_experts[" + std::to_string(r) + "] is null");
   check_runnable(origin);
   if (s.config.copy_slots == 0) return;
   const i64 bytes = s.bytes(), stride = static_cast<i64>(s.chunks->chunk_bytes());
   bool vec = bytes % 16 == 0;
-  for (int r = 0; r < R; ++r) vec = vec && aligned16(grad_experts[r]);
+  for (int r = 0; r < R; ++r) vec = vec && (!grad_experts[r] || aligned16(grad_experts[r]));
   const char* gc0 = s.at(0, s.off_grad_copies);
   const int epn = s.config.experts_per_rank();
-  s.fork->run(origin, "enqueueing the GPU world's gradient reduce", [&](int r, cudaStream_t st) {
+  s.run(origin, "enqueueing the GPU world's gradient reduce", layer::kReduce, [&](int r, cudaStream_t st) {
     const CopyParams p = s.params(r);
     switch (s.type) {
       case Element::f32:

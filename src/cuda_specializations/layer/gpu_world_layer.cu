@@ -9,7 +9,7 @@
 // One process per rank (make_mpi_gpu_world): each process's chunk its own
 // allocation, the others' imported (the world's WorldPeers); its rank's
 // phases on `origin`, each followed by a device-side barrier across the
-// processes (world_barrier.cuh): one between the phases, one at the end.
+// processes (process_barrier.hpp): one between the phases, one at the end.
 // Kernels: world_kernels.cuh.
 //
 //   dispatch          sources: world_scatter (x -> primaries' recv slots,
@@ -40,7 +40,7 @@
 #include "../host_checks.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_layer.hpp"
-#include "world_barrier.cuh"
+#include "process_barrier.hpp"
 #include "world_fork.hpp"
 #include "world_kernels.cuh"
 
@@ -80,31 +80,6 @@ bool all_aligned(const void* const* v, const std::vector<int>& local) {
   return true;
 }
 
-// The operations, for the barriers' where codes (world_barrier.cuh).
-enum Op : unsigned { kDispatch = 1, kCombine = 2, kCombineBackward = 3, kDispatchBackward = 4 };
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
-
-// A barrier's where code in words: "dispatch (between the sources' stores
-// and the destinations' epilogue)", "the end of the weighted combine".
-std::string where_text(unsigned code) {
-  const unsigned op = code >> 4, phase = (code >> 1) & 7u;
-  const bool weighted = code & 1u;
-  static const char* const names[] = {"", "dispatch", "combine", "combine_backward", "dispatch_backward"};
-  if (op < 1 || op > 4 || phase < 1 || phase > 2) return "barrier code " + std::to_string(code);
-  const bool qualified = op == kCombine || op == kCombineBackward;  // weighted or not
-  const std::string name = std::string(qualified ? (weighted ? "weighted " : "unweighted ") : "") + names[op];
-  if (phase == 2) return "the end of " + name;
-  const bool sources_first = op == kDispatch || op == kCombineBackward;
-  return (qualified ? "the " : "") + name +
-         (sources_first ? " (between the sources' stores and the destinations' epilogue)"
-                        : " (between the destinations' prologue and the sources' sums)");
-}
-
 }  // namespace
 
 struct GpuWorldLayer::State {
@@ -117,13 +92,12 @@ struct GpuWorldLayer::State {
   // null and -1 when this process holds every rank.
   impl::WorldPeers* peers = nullptr;
   int me = -1;
+  std::unique_ptr<impl::ProcessBarrier> barriers;  // one process per rank only
   std::vector<int> local;             // the ranks this process enqueues
   std::vector<int> devices;           // per rank; -1 for another process's rank
   std::vector<DeviceRankPlan> plans;
-  double timeout_s = 0;
-  unsigned long long timeout_ns = 0;  // the world's bound on every wait for another rank
   // Offsets in each chunk (bytes); -1: not made (training buffers). The
-  // control words (world_barrier.cuh) at 0.
+  // control words (process_barrier.hpp) at 0.
   i64 off_control = 0, off_recv = 0, off_recv_w = 0, off_y = 0, off_partial = 0, off_gy = -1, off_grecv = -1, off_grecv_w = -1;
   impl::Vmm vmm;  // before `chunks`, which uses it
   std::unique_ptr<impl::SymmetricMapping> chunks;
@@ -161,25 +135,8 @@ struct GpuWorldLayer::State {
     p.plan = plans[r];
     p.rank = r;
     p.rank_bytes = static_cast<i64>(chunks->chunk_bytes());
-    p.stop = peers ? control(r) + layer::kStop : nullptr;
+    p.stop = barriers ? barriers->stop() : nullptr;
     return p;
-  }
-
-  unsigned* control(int r) const { return reinterpret_cast<unsigned*>(at(r, off_control)); }
-
-  // One process per rank: this rank's arrival at a barrier across the
-  // processes, and its bounded wait for every other rank's, on `stream`.
-  void barrier(cudaStream_t stream, unsigned where, const char* what) const {
-    layer::BarrierParams b{};
-    b.control0 = control(0);
-    b.stride = static_cast<i64>(chunks->chunk_bytes() / 4);
-    b.R = config.ranks;
-    b.rank = me;
-    b.where = where;
-    b.timeout_ns = timeout_ns;
-    const int threads = std::min(256, (config.ranks + 31) / 32 * 32);
-    layer::world_barrier<<<1, threads, 0, stream>>>(b);
-    check_cuda(cudaGetLastError(), what);
   }
 
   // first(r, stream) on every rank, then, once every rank's first part is
@@ -194,10 +151,10 @@ struct GpuWorldLayer::State {
       DeviceScope on(devices[me]);
       first(me, origin);
       check_cuda(cudaGetLastError(), what);
-      barrier(origin, layer::where_code(op, 1, weighted), what);
+      barriers->arrive(origin, layer::where_code(op, 1, weighted), what);
       second(me, origin);
       check_cuda(cudaGetLastError(), what);
-      barrier(origin, layer::where_code(op, 2, weighted), what);
+      barriers->arrive(origin, layer::where_code(op, 2, weighted), what);
       return;
     }
     fork->fork(origin, what);
@@ -226,49 +183,18 @@ void require(const void* const* v, const std::vector<int>& local, const char* op
 
 }  // namespace
 
-namespace {
-
-// One process per rank: every process learns every process's H, H', type
-// and training before anything is made, so that all throw the same
-// InputError where they differ (naming each value's ranks) or where they
-// agree on a bad one (the check after this).
-void agree_on_arguments(impl::WorldPeers& peers, int hidden, int hidden_out, Element type, bool training) {
-  const int R = peers.size();
-  const int mine[4] = {hidden, hidden_out, static_cast<int>(type), training ? 1 : 0};
-  std::vector<int> all(4 * static_cast<std::size_t>(R));
-  peers.allgather(mine, sizeof mine, all.data());
-  static const char* const names[] = {"H", "H'", "the element type", "training"};
-  const auto value_text = [](int field, int v) -> std::string {
-    if (field == 2) return v == 0 ? "f32" : (v == 1 ? "f64" : (v == 2 ? "bf16" : std::to_string(v)));
-    if (field == 3) return v ? "true" : "false";
-    return std::to_string(v);
-  };
-  for (int f = 0; f < 4; ++f) {
-    std::vector<int> values;  // distinct, in order of the lowest rank holding each
-    for (int r = 0; r < R; ++r) {
-      const int v = all[4 * r + f];
-      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
-    }
-    if (values.size() == 1) continue;
-    std::string text = std::string(kWho) + ": the processes disagree on " + names[f] + ": ";
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      std::vector<int> ranks;
-      for (int r = 0; r < R; ++r)
-        if (all[4 * r + f] == values[i]) ranks.push_back(r);
-      text += (i ? (i + 1 == values.size() ? " and " : ", ") : "") + value_text(f, values[i]) + " on " +
-              ranks_text(ranks);
-    }
-    throw InputError(text + " (every process constructs the layer with the same H, H', type and training)");
-  }
-}
-
-}  // namespace
-
 GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Element type, bool training)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.peers = impl::LayerAccess::peers(world);
-  if (s.peers) agree_on_arguments(*s.peers, hidden, hidden_out, type, training);
+  if (s.peers) {
+    impl::agree_on_arguments(*s.peers, kWho,
+                             {{"H", hidden},
+                              {"H'", hidden_out},
+                              {"the element type", static_cast<long long>(type), impl::element_text},
+                              {"training", training ? 1 : 0, impl::bool_text}},
+                             "every process constructs the layer with the same H, H', type and training");
+  }
   if (hidden < 1 || hidden_out < 1) {
     throw InputError(std::string(kWho) + ": H and H' must be at least 1, got H = " + std::to_string(hidden) +
                      ", H' = " + std::to_string(hidden_out));
@@ -279,8 +205,6 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
   s.training = training;
   s.H = hidden;
   s.Hout = hidden_out;
-  s.timeout_s = impl::LayerAccess::timeout_s(world);
-  s.timeout_ns = impl::timeout_ns_of(s.timeout_s, kWho);
   const int R = s.config.ranks;
   const i64 NvS = s.config.slots(), tb = element_bytes(type), ab = accum_bytes(type);
   s.me = world.process_rank();
@@ -308,7 +232,13 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
   }
   // With one process per rank, collective (world_fork.hpp).
   s.chunks = impl::zeroed_chunks(s.vmm, world, off, s.peers);
-  if (!s.peers) s.fork = std::make_unique<impl::WorldFork>(world, false);
+  if (s.peers) {
+    s.barriers = std::make_unique<impl::ProcessBarrier>(
+        *s.peers, s.me, s.devices[s.me], reinterpret_cast<unsigned*>(s.base(s.off_control)),
+        static_cast<i64>(s.chunks->chunk_bytes()), impl::LayerAccess::timeout_s(world), kWho);
+  } else {
+    s.fork = std::make_unique<impl::WorldFork>(world, false);
+  }
 }
 
 GpuWorldLayer::~GpuWorldLayer() = default;
@@ -355,51 +285,7 @@ void* GpuWorldLayer::grad_recv_w(int d) const {
 }
 
 void GpuWorldLayer::check() {
-  State& s = *s_;
-  if (!s.peers) return;  // no barrier across processes: nothing could have given up
-  const int R = s.config.ranks, me = s.me;
-  constexpr int kWords = layer::kPeerWhere + 1;
-  unsigned mine[kWords] = {};
-  {
-    DeviceScope on(s.devices[me]);
-    check_cuda(cudaDeviceSynchronize(), "waiting for this rank's layer operations");
-    check_cuda(cudaMemcpy(mine, s.control(me), sizeof mine, cudaMemcpyDeviceToHost), "reading the layer's barrier words");
-  }
-  // Every process has waited for its device once this returns: no launch
-  // of the layer runs anywhere.
-  std::vector<unsigned> all(static_cast<std::size_t>(R) * kWords);
-  s.peers->allgather(mine, sizeof mine, all.data());
-  std::string text;
-  for (int r = 0; r < R; ++r) {
-    const unsigned* w = &all[static_cast<std::size_t>(r) * kWords];
-    if (!w[layer::kStop]) continue;
-    const std::string rank = "rank " + std::to_string(r), peer = "rank " + std::to_string(w[layer::kPeer]);
-    text += text.empty() ? "" : "; ";
-    switch (w[layer::kWhy]) {
-      case layer::kTimedOut:
-        text += rank + " waited " + seconds_text(s.timeout_s) + " in vain for " + peer + " at " +
-                where_text(w[layer::kWhere]);
-        break;
-      case layer::kOtherOperation:
-        text += rank + " was at " + where_text(w[layer::kWhere]) + " when " + peer + " was at " +
-                where_text(w[layer::kPeerWhere]) + " (every process enqueues the same operations in the same order)";
-        break;
-      default:
-        text += rank + " found that " + peer + " had given up, at " + where_text(w[layer::kWhere]);
-        break;
-    }
-  }
-  if (text.empty()) return;
-  // Every rank's words cleared (its own, by each process) before any
-  // process enqueues again.
-  {
-    DeviceScope on(s.devices[me]);
-    check_cuda(cudaMemset(s.control(me), 0, layer::kControlBytes), "resetting the layer's barrier words");
-    check_cuda(cudaDeviceSynchronize(), "resetting the layer's barrier words");
-  }
-  s.peers->barrier();
-  throw RuntimeError(std::string(kWho) + ": " + text +
-                     "; the operations since were skipped (their outputs are undefined) and the layer reset");
+  if (s_->barriers) s_->barriers->check("the layer");  // a world held by one process: nothing waits for another rank
 }
 
 void GpuWorldLayer::dispatch(const void* const* x, const void* const* w, cudaStream_t origin) const {
@@ -413,7 +299,7 @@ void GpuWorldLayer::dispatch(const void* const* x, const void* const* w, cudaStr
     T* recv0 = reinterpret_cast<T*>(s.base(s.off_recv));
     A* recv_w0 = reinterpret_cast<A*>(s.base(s.off_recv_w));
     s.two_phases(
-        origin, "enqueueing the GPU world's dispatch", kDispatch, false,
+        origin, "enqueueing the GPU world's dispatch", layer::kDispatch, false,
         [&](int r, cudaStream_t st) {
           layer::world_scatter<T, false><<<layer::blocks_for(s.config.tokens), kThreads, 0, st>>>(
               s.params(r, s.H, vec), static_cast<const T*>(x[r]), static_cast<const A*>(w[r]), recv_w0, nullptr,
@@ -437,7 +323,7 @@ void GpuWorldLayer::combine(void* const* out, bool weighted, cudaStream_t origin
     const A* w0 = weighted ? reinterpret_cast<const A*>(s.base(s.off_recv_w)) : nullptr;
     A* partial0 = reinterpret_cast<A*>(s.base(s.off_partial));
     s.two_phases(
-        origin, "enqueueing the GPU world's combine", kCombine, weighted,
+        origin, "enqueueing the GPU world's combine", layer::kCombine, weighted,
         [&](int r, cudaStream_t st) {
           layer::world_prologue<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(
               s.params(r, s.Hout, vec), y0, w0, partial0);
@@ -464,7 +350,7 @@ void GpuWorldLayer::combine_backward(const void* const* grad_out, bool weighted,
     const A* recv_w0 = reinterpret_cast<const A*>(s.base(s.off_recv_w));
     const int blocks = layer::blocks_for(s.config.tokens);
     s.two_phases(
-        origin, "enqueueing the GPU world's combine backward", kCombineBackward, weighted,
+        origin, "enqueueing the GPU world's combine backward", layer::kCombineBackward, weighted,
         [&](int r, cudaStream_t st) {
           const WorldParams p = s.params(r, s.Hout, vec);
           const T* g = static_cast<const T*>(grad_out[r]);
@@ -501,7 +387,7 @@ void GpuWorldLayer::dispatch_backward(void* const* grad_x, void* const* grad_w, 
     const A* grecv_w0 = reinterpret_cast<const A*>(s.base(s.off_grecv_w));
     A* partial0 = reinterpret_cast<A*>(s.base(s.off_partial));
     s.two_phases(
-        origin, "enqueueing the GPU world's dispatch backward", kDispatchBackward, false,
+        origin, "enqueueing the GPU world's dispatch backward", layer::kDispatchBackward, false,
         [&](int r, cudaStream_t st) {
           layer::world_prologue<T><<<layer::blocks_for(s.config.slots()), kThreads, 0, st>>>(
               s.params(r, s.H, vec), grecv0, nullptr, partial0);

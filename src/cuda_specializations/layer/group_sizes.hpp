@@ -6,16 +6,19 @@
 // device) into one pinned [R][E+B] array, made once, per step.
 //
 // What must stay true: sizes() is read only after every stream a rank's
-// copy was enqueued on has been synchronized.
+// copy was enqueued on has been synchronized (and, with one process per
+// rank, after share()).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../gpu_world/peers.hpp"
 #include "../host_checks.hpp"
 #include "moonep/config.hpp"
 
@@ -45,6 +48,14 @@ class PlanGroupSizes {
   void read(cudaStream_t stream) const {
     for (int r = 0; r < config_.ranks; ++r) enqueue(r, stream);
     check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
+  }
+  // One process per rank (collective): this process's row `me`, read,
+  // to every process and theirs into this one, so that every process
+  // holds every rank's sizes (and refuses a plan alike).
+  void share(WorldPeers& peers, int me) const {
+    std::vector<std::int32_t> all(static_cast<std::size_t>(config_.ranks) * groups_);
+    peers.allgather(host_ + me * groups_, groups_ * sizeof(std::int32_t), all.data());
+    std::copy(all.begin(), all.end(), host_);
   }
   const std::int32_t* sizes() const { return host_; }
 

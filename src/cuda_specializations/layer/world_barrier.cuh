@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// The device-side barrier of GpuWorldLayer over a world of one process per
-// rank (make_mpi_gpu_world): where a world held by one process joins its
+// The device-side barrier of GpuWorldLayer and GpuWorldExpertCopies over a
+// world of one process per rank (make_mpi_gpu_world; its host side:
+// process_barrier.hpp): where a world held by one process joins its
 // rank streams with events between an operation's phases, each process
 // enqueues, on its own stream, one small launch that meets the other
 // ranks' in symmetric memory. No host waits, so a step stays capturable
 // in a CUDA graph beside the world's plan.
 //
-// Each rank's layer chunk starts with its control words (kControlBytes):
+// Each rank's chunk of the object starts with its control words
+// (kControlBytes):
 //
 //   kEpoch    arrivals of the rank at barriers so far. Only the rank adds
 //             to it (one system-scope release per arrival, after a system
@@ -26,7 +28,7 @@
 //             rank that does not arrive within the world's timeout, or one
 //             at another operation, or one that had given up itself. From
 //             then on the rank's barriers arrive without waiting and its
-//             layer kernels return at once, until GpuWorldLayer::check()
+//             kernels of the object return at once, until its check()
 //             (collective) reports it and clears every rank's words.
 //
 // No hang: every wait is bounded by the world's WorldOptions::timeout_s,
@@ -38,21 +40,9 @@
 
 #include "../sync_primitives.cuh"
 #include "layer_params.cuh"
+#include "process_barrier.hpp"  // the control words and where codes
 
 namespace moonep::cuda::layer {
-
-constexpr i64 kControlBytes = 256;  // at the start of each rank's layer chunk
-constexpr int kRingSize = 8;
-enum ControlWord : int { kEpoch = 0, kStop = 1, kWhere = 2, kWhy = 3, kPeer = 4, kPeerWhere = 5, kRing = 8 };
-static_assert((kRing + kRingSize) * 4 <= kControlBytes, "the control words fit their bytes");
-enum Why : unsigned { kNotStopped = 0, kTimedOut = 1, kOtherOperation = 2, kPeerGaveUp = 3 };
-
-// Where a barrier is: an operation (1..4: dispatch, combine,
-// combine_backward, dispatch_backward), its phase (1: between the two
-// parts, 2: its end) and its `weighted` flag. Never 0 (a cleared word).
-constexpr unsigned where_code(unsigned op, unsigned phase, bool weighted) {
-  return (op << 4) | (phase << 1) | (weighted ? 1u : 0u);
-}
 
 struct BarrierParams {
   unsigned* control0;         // rank 0's control words
