@@ -330,14 +330,6 @@ struct SmallDispatch {
   }
 };
 
-std::string caught(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
 }  // namespace
 
 TEST_CASE("mpi gpu world layer: processes that disagree on H or the type all throw the same InputError",

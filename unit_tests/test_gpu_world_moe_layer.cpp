@@ -36,34 +36,6 @@ namespace {
 
 constexpr double kUntouched = 3.5;
 
-// The forward's parts captured in one CUDA graph on `origin`'s stream, the
-// fetch on a branch of its own beside the dispatch; read_groups before.
-struct ForwardGraph {
-  cudaStream_t side = nullptr;
-  cudaEvent_t planned = nullptr, fetched = nullptr;
-  ForwardGraph() {
-    cuda_ok(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    cuda_ok(cudaEventCreateWithFlags(&planned, cudaEventDisableTiming));
-    cuda_ok(cudaEventCreateWithFlags(&fetched, cudaEventDisableTiming));
-  }
-  ~ForwardGraph() {
-    cudaEventDestroy(planned);
-    cudaEventDestroy(fetched);
-    cudaStreamDestroy(side);
-  }
-  void record(const GpuWorldMoeLayer& layer, const void* const* x, const void* const* w, void* const* out,
-              cudaStream_t origin) const {
-    cuda_ok(cudaEventRecord(planned, origin));
-    cuda_ok(cudaStreamWaitEvent(side, planned, 0));
-    layer.enqueue_fetch(side);
-    cuda_ok(cudaEventRecord(fetched, side));
-    layer.enqueue_dispatch(x, w, origin);
-    cuda_ok(cudaStreamWaitEvent(origin, fetched, 0));
-    layer.enqueue_gemms(origin);
-    layer.enqueue_combine(out, origin);
-  }
-};
-
 template <class T>
 void forward_case(const std::string& name, const Step& s, int H, int O, Values v, bool graph = false) {
   using W = moonep::weight_t<T>;

@@ -42,6 +42,7 @@
 #include "moonep/gpu_world_moe_layer.hpp"
 #include "moonep/layer_reference.hpp"
 #include "support/cuda_moe_cases.hpp"
+#include "support/gpu_world_support.hpp"
 #include "support/gpu_world_mpi_support.hpp"
 #include "support/ragged_steps.hpp"
 
@@ -49,19 +50,11 @@ namespace {
 
 using namespace cuda_layer_test;
 using namespace gpu_world_mpi_test;
+using gpu_world_test::ForwardGraph;
 using moonep::PerRank;
 using moonep::cuda::Element;
 using moonep::cuda::GpuWorldExpertCopies;
 using moonep::cuda::GpuWorldMoeLayer;
-
-std::string caught(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
 
 // The steps for R = the number of processes: full and ragged (B = epn), a
 // B < epn one and one whose tokens name experts of one rank only.
@@ -218,34 +211,6 @@ void compare_mine(const char* what, const Step& s, std::int64_t rows, std::int64
                   const std::vector<std::vector<double>>& want, double rel, V untouched) {
   compare_rows(what, s, rows, width, got, want, rel, untouched, mpi_rank());
 }
-
-// The forward's parts captured in one CUDA graph on `origin`'s stream, the
-// fetch on a branch of its own beside the dispatch.
-struct ForwardGraph {
-  cudaStream_t side = nullptr;
-  cudaEvent_t planned = nullptr, fetched = nullptr;
-  ForwardGraph() {
-    cuda_ok(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    cuda_ok(cudaEventCreateWithFlags(&planned, cudaEventDisableTiming));
-    cuda_ok(cudaEventCreateWithFlags(&fetched, cudaEventDisableTiming));
-  }
-  ~ForwardGraph() {
-    cudaEventDestroy(planned);
-    cudaEventDestroy(fetched);
-    cudaStreamDestroy(side);
-  }
-  void record(const GpuWorldMoeLayer& layer, const void* const* x, const void* const* w, void* const* out,
-              cudaStream_t origin) const {
-    cuda_ok(cudaEventRecord(planned, origin));
-    cuda_ok(cudaStreamWaitEvent(side, planned, 0));
-    layer.enqueue_fetch(side);
-    cuda_ok(cudaEventRecord(fetched, side));
-    layer.enqueue_dispatch(x, w, origin);
-    cuda_ok(cudaStreamWaitEvent(origin, fetched, 0));
-    layer.enqueue_gemms(origin);
-    layer.enqueue_combine(out, origin);
-  }
-};
 
 template <class T>
 void layer_case(const std::string& name, const Step& s, int H, int O, Values v, bool graph) {

@@ -3,9 +3,9 @@
 // (test_gpu_world_layer_mpi.cpp, test_gpu_world_moe_mpi.cpp): process r
 // holds rank r on GPU r mod (visible GPUs); its rank's buffers with
 // pointer tables indexed by rank (only its own entry set), copies to and
-// from any mapped pointer, bit comparisons, and a step planned by the
-// world (each process its rank's routing, every process the whole plan
-// back).
+// from any mapped pointer, bit comparisons, a step planned by the world
+// (each process its rank's routing, every process the whole plan back),
+// and what a call throws.
 #pragma once
 
 #include <mpi.h>
@@ -13,6 +13,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,5 +132,15 @@ class MyStep {
  private:
   MyBuffer<std::int32_t> routing_, count_;
 };
+
+// What f throws, or "(nothing thrown)".
+inline std::string caught(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
 
 }  // namespace gpu_world_mpi_test

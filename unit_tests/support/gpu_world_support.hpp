@@ -3,9 +3,9 @@
 // test_gpu_world_expert_copies, test_gpu_world_moe_layer): every world on
 // device 0 ({0, 0, ...}: each rank its own chunk, stream and launches, so
 // one GPU runs them), one device buffer per rank with its pointer table,
-// a layer's per-rank buffers written from and read into host vectors, and
-// a layer_test::Step planned by a GpuWorld whose plan must be the
-// reference's.
+// a layer's per-rank buffers written from and read into host vectors, a
+// layer_test::Step planned by a GpuWorld whose plan must be the
+// reference's, and the MoE layer's forward parts in one CUDA graph.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -104,5 +104,35 @@ inline void plan_on_world(const layer_test::Step& s, WorldStep& out) {
   out.plan = out.world->copy_out();
   REQUIRE(moonep::plan_difference(out.plan, s.plan) == "");
 }
+
+// A GpuWorldMoeLayer's forward parts captured in one CUDA graph on
+// `origin`'s stream, the fetch on a branch of its own beside the dispatch
+// (read_groups before).
+struct ForwardGraph {
+  cudaStream_t side = nullptr;
+  cudaEvent_t planned = nullptr, fetched = nullptr;
+  ForwardGraph() {
+    cuda_ok(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    cuda_ok(cudaEventCreateWithFlags(&planned, cudaEventDisableTiming));
+    cuda_ok(cudaEventCreateWithFlags(&fetched, cudaEventDisableTiming));
+  }
+  ~ForwardGraph() {
+    cudaEventDestroy(planned);
+    cudaEventDestroy(fetched);
+    cudaStreamDestroy(side);
+  }
+  template <class Layer>
+  void record(const Layer& layer, const void* const* x, const void* const* w, void* const* out,
+              cudaStream_t origin) const {
+    cuda_ok(cudaEventRecord(planned, origin));
+    cuda_ok(cudaStreamWaitEvent(side, planned, 0));
+    layer.enqueue_fetch(side);
+    cuda_ok(cudaEventRecord(fetched, side));
+    layer.enqueue_dispatch(x, w, origin);
+    cuda_ok(cudaStreamWaitEvent(origin, fetched, 0));
+    layer.enqueue_gemms(origin);
+    layer.enqueue_combine(out, origin);
+  }
+};
 
 }  // namespace gpu_world_test

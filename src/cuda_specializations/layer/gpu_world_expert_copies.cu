@@ -88,15 +88,7 @@ struct GpuWorldExpertCopies::State {
 
   ~State() {
     fork.reset();
-    if (peers && chunks) {
-      // This process's launches ran on the callers' streams: its device
-      // idle before the chunks go.
-      int saved = 0;
-      cudaGetDevice(&saved);
-      cudaSetDevice(devices[me]);
-      cudaDeviceSynchronize();
-      cudaSetDevice(saved);
-    }
+    if (barriers && chunks) barriers->idle_device();  // its launches ran on the callers' streams
   }
 
   // part(r, stream) for each rank this process enqueues: every rank's on
@@ -204,11 +196,7 @@ void GpuWorldExpertCopies::check_runnable(cudaStream_t origin) const {
   if (!s.group_sizes) return;  // B >= epn: no plan can hold a remote expert without a copy
   const char* what = "reading the plan's group sizes";
   if (s.peers) {
-    // This rank's sizes after its plan (on origin), then every process's.
-    DeviceScope on(s.devices[s.me]);
-    s.group_sizes->enqueue(s.me, origin);
-    check_cuda(cudaStreamSynchronize(origin), "waiting for the plan's group sizes");
-    s.group_sizes->share(*s.peers, s.me);
+    s.group_sizes->read_shared(*s.peers, s.me, s.devices[s.me], origin);
   } else {
     s.fork->fork(origin, what);
     s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });

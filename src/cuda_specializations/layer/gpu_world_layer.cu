@@ -110,15 +110,7 @@ struct GpuWorldLayer::State {
 
   ~State() {
     fork.reset();
-    if (peers && chunks) {
-      // This process's launches ran on the callers' streams: its device
-      // idle before the chunks go.
-      int saved = 0;
-      cudaGetDevice(&saved);
-      cudaSetDevice(devices[me]);
-      cudaDeviceSynchronize();
-      cudaSetDevice(saved);
-    }
+    if (barriers && chunks) barriers->idle_device();  // its launches ran on the callers' streams
   }
 
 
@@ -187,14 +179,7 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.peers = impl::LayerAccess::peers(world);
-  if (s.peers) {
-    impl::agree_on_arguments(*s.peers, kWho,
-                             {{"H", hidden},
-                              {"H'", hidden_out},
-                              {"the element type", static_cast<long long>(type), impl::element_text},
-                              {"training", training ? 1 : 0, impl::bool_text}},
-                             "every process constructs the layer with the same H, H', type and training");
-  }
+  if (s.peers) impl::agree_on_layer_arguments(*s.peers, kWho, hidden, hidden_out, static_cast<int>(type), training);
   if (hidden < 1 || hidden_out < 1) {
     throw InputError(std::string(kWho) + ": H and H' must be at least 1, got H = " + std::to_string(hidden) +
                      ", H' = " + std::to_string(hidden_out));

@@ -125,14 +125,7 @@ GpuWorldMoeLayer::GpuWorldMoeLayer(GpuWorld& world, int hidden, int hidden_out, 
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.peers = impl::LayerAccess::peers(world);
-  if (s.peers) {
-    impl::agree_on_arguments(*s.peers, kWho,
-                             {{"H", hidden},
-                              {"H'", hidden_out},
-                              {"the element type", static_cast<long long>(type), impl::element_text},
-                              {"training", training ? 1 : 0, impl::bool_text}},
-                             "every process constructs the layer with the same H, H', type and training");
-  }
+  if (s.peers) impl::agree_on_layer_arguments(*s.peers, kWho, hidden, hidden_out, static_cast<int>(type), training);
   if (hidden < 1) throw InputError(std::string(kWho) + ": H must be at least 1, got " + std::to_string(hidden));
   if (hidden_out < 1)
     throw InputError(std::string(kWho) + ": H' must be at least 1, got " + std::to_string(hidden_out));
@@ -194,11 +187,7 @@ void GpuWorldMoeLayer::read_groups(cudaStream_t origin) {
   const char* what = "reading the plan's group sizes";
   s.groups_read = false;
   if (s.peers) {
-    // This rank's sizes after its plan (on origin), then every process's.
-    DeviceScope on(s.home);
-    s.group_sizes->enqueue(s.me, origin);
-    check_cuda(cudaStreamSynchronize(origin), "waiting for the plan's group sizes");
-    s.group_sizes->share(*s.peers, s.me);
+    s.group_sizes->read_shared(*s.peers, s.me, s.home, origin);
   } else {
     s.fork->fork(origin, what);
     s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });

@@ -7,7 +7,7 @@
 //
 // What must stay true: sizes() is read only after every stream a rank's
 // copy was enqueued on has been synchronized (and, with one process per
-// rank, after share()).
+// rank, after read_shared()).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,10 +49,16 @@ class PlanGroupSizes {
     for (int r = 0; r < config_.ranks; ++r) enqueue(r, stream);
     check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
   }
-  // One process per rank (collective): this process's row `me`, read,
-  // to every process and theirs into this one, so that every process
-  // holds every rank's sizes (and refuses a plan alike).
-  void share(WorldPeers& peers, int me) const {
+  // One process per rank (collective): this process's rank `me`'s copy
+  // after what `stream` (of `device`) holds, waited for, then to every
+  // process and theirs into this one, so that every process holds every
+  // rank's sizes (and refuses a plan alike).
+  void read_shared(WorldPeers& peers, int me, int device, cudaStream_t stream) const {
+    {
+      DeviceScope on(device);
+      enqueue(me, stream);
+      check_cuda(cudaStreamSynchronize(stream), "waiting for the plan's group sizes");
+    }
     std::vector<std::int32_t> all(static_cast<std::size_t>(config_.ranks) * groups_);
     peers.allgather(host_ + me * groups_, groups_ * sizeof(std::int32_t), all.data());
     std::copy(all.begin(), all.end(), host_);

@@ -85,6 +85,16 @@ void agree_on_arguments(WorldPeers& peers, const std::string& who, const std::ve
   }
 }
 
+void agree_on_layer_arguments(WorldPeers& peers, const std::string& who, int hidden, int hidden_out, int type,
+                              bool training) {
+  agree_on_arguments(peers, who,
+                     {{"H", hidden},
+                      {"H'", hidden_out},
+                      {"the element type", type, element_text},
+                      {"training", training ? 1 : 0, bool_text}},
+                     "every process constructs the layer with the same H, H', type and training");
+}
+
 ProcessBarrier::ProcessBarrier(WorldPeers& peers, int me, int device, unsigned* control0, std::int64_t stride_bytes,
                                double timeout_s, std::string who)
     : peers_(peers),
@@ -107,6 +117,14 @@ void ProcessBarrier::arrive(cudaStream_t stream, unsigned where, const char* wha
   const int threads = std::min(256, (b.R + 31) / 32 * 32);
   layer::world_barrier<<<1, threads, 0, stream>>>(b);
   check_cuda(cudaGetLastError(), what);
+}
+
+void ProcessBarrier::idle_device() const noexcept {
+  int saved = 0;
+  cudaGetDevice(&saved);
+  cudaSetDevice(device_);
+  cudaDeviceSynchronize();
+  cudaSetDevice(saved);
 }
 
 void ProcessBarrier::check(const char* object) {

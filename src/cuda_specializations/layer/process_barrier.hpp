@@ -79,6 +79,10 @@ std::string bool_text(long long flag);
 // disagree on H: 64 on rank 0 and 32 on rank 1 (<rule>)".
 void agree_on_arguments(WorldPeers& peers, const std::string& who, const std::vector<AgreedArgument>& args,
                         const std::string& rule);
+// The layers' (GpuWorldLayer, GpuWorldMoeLayer): H, H', the element type
+// (an Element) and training.
+void agree_on_layer_arguments(WorldPeers& peers, const std::string& who, int hidden, int hidden_out, int type,
+                              bool training);
 
 class ProcessBarrier {
  public:
@@ -102,6 +106,10 @@ class ProcessBarrier {
   // naming each rank that gave up, where and why, after resetting every
   // rank's control words (`object`: what was reset, in the error).
   void check(const char* object);
+
+  // Waits for this process's device (errors ignored: for destructors,
+  // before the object's chunks go while its launches may still run).
+  void idle_device() const noexcept;
 
  private:
   unsigned* control(int r) const {
