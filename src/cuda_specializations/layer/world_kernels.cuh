@@ -239,7 +239,8 @@ __global__ void world_scale_dups(WorldParams p, T* rows0, const typename Arith<T
 // Destination rank p.rank, after every source's world_scatter: a warp per
 // padding range (rows zeroed, and weights where `weights0` is set) and,
 // with copy_dups, per dup group (the primary's row into each duplicate's
-// slot, bits).
+// slot, bits; in 16-byte pieces the primary is read once for all its
+// duplicates).
 template <class T>
 __global__ void world_epilogue(WorldParams p, T* rows0, typename Arith<T>::A* weights0, bool copy_dups) {
   if (world_stopped(p)) return;
@@ -264,6 +265,21 @@ __global__ void world_epilogue(WorldParams p, T* rows0, typename Arith<T>::A* we
     if (primary < 0 || primary >= p.NvS) continue;
     const i64 q0 = grp[1] < 0 ? 0 : grp[1];
     const i64 q1 = static_cast<i64>(grp[1]) + grp[2] > p.NvS ? p.NvS : static_cast<i64>(grp[1]) + grp[2];
+    if (p.vec16) {
+      // The primary's row read once: each 16-byte piece kept in a register
+      // and stored into every duplicate's slot (a read per group, not per
+      // duplicate).
+      const int4* from = reinterpret_cast<const int4*>(rows + primary * p.row_bytes);
+      for (i64 j = lane; j < p.row_bytes / 16; j += 32) {
+        const int4 v = from[j];
+        for (i64 q = q0; q < q1; ++q) {
+          const i64 dup = p.plan.dup_loffs[q];
+          if (dup < 0 || dup >= p.NvS || dup == primary) continue;
+          reinterpret_cast<int4*>(rows + dup * p.row_bytes)[j] = v;
+        }
+      }
+      continue;
+    }
     for (i64 q = q0; q < q1; ++q) {
       const i64 dup = p.plan.dup_loffs[q];
       if (dup < 0 || dup >= p.NvS || dup == primary) continue;
