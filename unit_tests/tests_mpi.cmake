@@ -205,42 +205,28 @@ endif()
 # ---- The GPU world with one MPI process per rank, under mpirun (2 and 4
 # processes; on one GPU each process has its own context).
 if(MoonEP_HAVE_CUDA)
-  add_executable(test_gpu_world_mpi test_gpu_world_mpi.cpp test_cuda_main.cpp)
-  target_link_libraries(test_gpu_world_mpi PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
-  target_compile_definitions(test_gpu_world_mpi PRIVATE MOONEP_TEST_WITH_MPI)
-  target_include_directories(test_gpu_world_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
-  foreach(np 2 4)
-    add_test(NAME test_gpu_world_mpi_np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
-                     $<TARGET_FILE:test_gpu_world_mpi> ${MPIEXEC_POSTFLAGS})
-    set_tests_properties(test_gpu_world_mpi_np${np} PROPERTIES TIMEOUT 300 PROCESSORS ${np} LABELS mpi
-                         SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
-  endforeach()
+  # moonep_add_gpu_mpi_test(NAME TIMEOUT): NAME.cpp, run as NAME_np2 and
+  # NAME_np4 (skipped, exit 77, where no GPU is visible).
+  function(moonep_add_gpu_mpi_test name timeout)
+    add_executable(${name} ${name}.cpp test_cuda_main.cpp)
+    target_link_libraries(${name} PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
+    target_compile_definitions(${name} PRIVATE MOONEP_TEST_WITH_MPI)
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
+    foreach(np 2 4)
+      add_test(NAME ${name}_np${np}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
+                       $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(${name}_np${np} PROPERTIES TIMEOUT ${timeout} PROCESSORS ${np} LABELS mpi
+                           SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
+    endforeach()
+  endfunction()
+  # The world's planning (GpuWorld over make_mpi_gpu_world).
+  moonep_add_gpu_mpi_test(test_gpu_world_mpi 300)
   # The layer on that world (GpuWorldLayer, one process per rank).
-  add_executable(test_gpu_world_layer_mpi test_gpu_world_layer_mpi.cpp test_cuda_main.cpp)
-  target_link_libraries(test_gpu_world_layer_mpi PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
-  target_compile_definitions(test_gpu_world_layer_mpi PRIVATE MOONEP_TEST_WITH_MPI)
-  target_include_directories(test_gpu_world_layer_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
-  foreach(np 2 4)
-    add_test(NAME test_gpu_world_layer_mpi_np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
-                     $<TARGET_FILE:test_gpu_world_layer_mpi> ${MPIEXEC_POSTFLAGS})
-    set_tests_properties(test_gpu_world_layer_mpi_np${np} PROPERTIES TIMEOUT 600 PROCESSORS ${np} LABELS mpi
-                         SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
-  endforeach()
+  moonep_add_gpu_mpi_test(test_gpu_world_layer_mpi 600)
   # The expert copies and the MoE layer on that world
   # (GpuWorldExpertCopies, GpuWorldMoeLayer, one process per rank).
-  add_executable(test_gpu_world_moe_mpi test_gpu_world_moe_mpi.cpp test_cuda_main.cpp)
-  target_link_libraries(test_gpu_world_moe_mpi PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
-  target_compile_definitions(test_gpu_world_moe_mpi PRIVATE MOONEP_TEST_WITH_MPI)
-  target_include_directories(test_gpu_world_moe_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
-  foreach(np 2 4)
-    add_test(NAME test_gpu_world_moe_mpi_np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
-                     $<TARGET_FILE:test_gpu_world_moe_mpi> ${MPIEXEC_POSTFLAGS})
-    set_tests_properties(test_gpu_world_moe_mpi_np${np} PROPERTIES TIMEOUT 600 PROCESSORS ${np} LABELS mpi
-                         SKIP_RETURN_CODE 77 ENVIRONMENT "${_moonep_mpi_env}")
-  endforeach()
+  moonep_add_gpu_mpi_test(test_gpu_world_moe_mpi 600)
 endif()
 
 # ---- moonep-layer --world mpi under mpirun.
