@@ -223,4 +223,24 @@ Policy with_scratch(Policy policy, std::int64_t n, int* level) {
   return policy.set_scratch_size(*level, Kokkos::PerTeam(bytes));
 }
 
+// The team policy of a kernel that sizes its own teams (Phase B's): on a
+// device space `threads` threads per team, as threads / v team threads of
+// v vector lanes (v = `vector` clamped to the space's widest; 32 on
+// Kokkos::Cuda: a team thread is then a warp, and its vector loops are
+// shuffles without a team barrier), so that a TeamVectorRange spans the
+// whole block; on a host space Kokkos::AUTO as every other kernel (vector
+// loops are serial loops there).
+template <class Exec>
+typename Types<Exec>::team_policy sized_team_policy(const Exec& exec, int league, int threads, int vector) {
+  using policy = typename Types<Exec>::team_policy;
+  if constexpr (Types<Exec>::host) {
+    (void)threads;
+    (void)vector;
+    return policy(exec, league, Kokkos::AUTO);
+  } else {
+    const int v = vector < policy::vector_length_max() ? vector : policy::vector_length_max();
+    return policy(exec, league, threads / v, v);
+  }
+}
+
 }  // namespace moonep::impl::portable
