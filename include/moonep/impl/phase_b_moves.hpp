@@ -71,8 +71,17 @@ void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L
         // held(g): rank g's load, then through step 2 balance[g] + CAP_g
         // (so that a receiver's "balance 0" is held(g) = CAP_g).
         typename T::scratch_i64 held(team.team_scratch(level), R);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int g) {
+          held(g) = 0;
+          donor_of(g) = -1;
+          inflow(g) = 0;
+        });
+        team.team_barrier();
         // Step 1, a thread per expert: rank r's count loaded with rank r's
-        // tables pointer, kLoadBatch ranks at a time, before the stores.
+        // tables pointer, kLoadBatch ranks at a time, before the stores;
+        // the total added to its owner's load (a scratch atomic: E of
+        // them, where summing the loads apart would load every count
+        // again).
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, E), [&](const int e) {
           std::int32_t run = 0;
           for (int r0 = 0; r0 < R; r0 += kLoadBatch) {
@@ -91,24 +100,7 @@ void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L
             }
           }
           total(e) = run;
-        });
-        // Each rank's load, a team thread per rank g over all ranks' counts
-        // of g's experts (loads only: independent of the totals above).
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R), [&](const int g) {
-          std::int64_t load = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(team, R * epn),
-              [&](const int i, std::int64_t& acc) {
-                const int r = i / epn;
-                acc += chunk0[tpe_in + static_cast<std::int64_t>(r) * E + static_cast<std::int64_t>(g) * epn +
-                              (i - r * epn)];
-              },
-              load);
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            held(g) = load;
-            donor_of(g) = -1;
-            inflow(g) = 0;
-          });
+          Kokkos::atomic_add(&held(e / epn), static_cast<std::int64_t>(run));
         });
         team.team_barrier();
         if (team.team_rank() != 0) return;  // step 2: one vector alone (see the top)
