@@ -72,33 +72,35 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
         auto picked = Kokkos::subview(all, Kokkos::make_pair(epn, 2 * epn));
         std::int32_t* etc = chunk0 + sh_etc + static_cast<std::int64_t>(d) * B;
         std::int32_t* own = tables(d).at;
+        // Preset before the barrier, overwritten after it: the copy slots
+        // to -1 (those left unfilled), remote_stats[d][0] to 0 (no
+        // candidate).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
           count(j) = donor >= 0 ? alloc(first + j, d) : 0;
           picked(j) = 0;
         });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, B), [&](const int b) { etc[b] = -1; });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs] = 0; });
         team.team_barrier();
-        std::int32_t ncand = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, epn), [&](const int j, std::int32_t& acc) { acc += count(j) > 0 ? 1 : 0; },
-            ncand);
         // Step 4: candidate j's slot is the number of candidates before it
-        // in (count desc, id desc); a count above c > 0 is a candidate's.
+        // in (count desc, id desc) (a count above c > 0 is a candidate's);
+        // the last candidate, none after it, writes their number
+        // (remote_stats[d][0]), so that no team reduction is needed.
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
           const std::int32_t c = count(j);
           if (c <= 0) return;
-          int order = 0;
+          int before = 0, after = 0;
           for (int j2 = 0; j2 < epn; ++j2) {
             const std::int32_t c2 = count(j2);
-            order += (c2 > c || (c2 == c && j2 > j)) ? 1 : 0;
+            before += (c2 > c || (c2 == c && j2 > j)) ? 1 : 0;
+            after += (c2 > 0 && (c2 < c || (c2 == c && j2 < j))) ? 1 : 0;
           }
-          if (order < B) {
-            etc[order] = first + j;
+          if (before < B) {
+            etc[before] = first + j;
             picked(j) = 1;
           }
+          if (after == 0) own[ow_rs] = before + 1;
         });
-        const int filled = ncand < B ? ncand : B;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, filled, B), [&](const int b) { etc[b] = -1; });
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs] = ncand; });
         team.team_barrier();
         // Step 5: group g < E is expert g unless picked (its count: d's
         // own alloc for d's experts, the donor's count on d, else 0),
