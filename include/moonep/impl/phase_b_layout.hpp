@@ -13,7 +13,8 @@
 // desc, id desc), so each candidate's slot is its rank in that order
 // (counted in parallel) when below B; step 5 and expert_ptr are team scans.
 // Their teams are a block of plain threads (vector length 1: a team scan
-// spans the whole block), sized by sized_team_policy on a device space.
+// spans the whole block), a thread per item on a device space where the
+// kernel allows it (one_round_team_policy).
 // What a scan reads is in team scratch or loaded before its stores (as in
 // phase_b_moves.hpp: a load cannot pass an earlier store through a
 // possibly aliased int32 pointer).
@@ -35,11 +36,6 @@
 
 namespace moonep::impl::portable {
 
-// The scan kernels' teams on a device space: one expert per thread at the
-// headline (E = 256) for the pairs, and E + B = 288 groups in two rounds
-// of the layout's scan.
-inline constexpr int kScanThreads = 256;
-
 // Steps 4 and 5, one team per destination d. The copy candidates are d's
 // donor's epn experts with a positive count on d (local index j <->
 // expert donor*epn + j, so "ties to the largest expert id" is "to the
@@ -58,11 +54,10 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
   const auto expert_offset = rs.expert_offset;
   const auto tables = rs.tables;
   const std::int64_t* const stop = rs.stop;
-  int level = 0;
-  auto policy = with_scratch<typename T::scratch_i32>(sized_team_policy(launch.exec(), R, kScanThreads, 1),
-                                                      2 * static_cast<std::int64_t>(epn), &level);
-  launch.parallel_for(
-      "moonep::portable::phaseB_layout", policy, KOKKOS_LAMBDA(const member& team) {
+  using scratch = typename T::scratch_i32;
+  const std::int64_t scratch_n = 2 * static_cast<std::int64_t>(epn);
+  int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
+  const auto body = KOKKOS_LAMBDA(const member& team) {
         if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
         const int d = team.league_rank();
         const int donor = donor_of(d);
@@ -129,7 +124,9 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
               }
               start += padded;
             });
-      });
+      };
+  launch.parallel_for("moonep::portable::phaseB_layout",
+                      one_round_team_policy<scratch>(launch.exec(), R, E + B, scratch_n, &level, body), body);
 }
 
 // The (expert, destination) pairs: a team scan of each expert's pair count
@@ -149,9 +146,7 @@ void phase_b_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const Roo
   const auto expert_offset = rs.expert_offset;
   const auto npairs = rs.npairs;
   const std::int64_t* const stop = rs.stop;
-  launch.parallel_for(
-      "moonep::portable::phaseB_pairs", sized_team_policy(launch.exec(), 1, kScanThreads, 1),
-      KOKKOS_LAMBDA(const member& team) {
+  const auto body = KOKKOS_LAMBDA(const member& team) {
         if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
         Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
           std::int64_t p = run, acum = 0;
@@ -186,7 +181,10 @@ void phase_b_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const Roo
           }
           run += c;
         });
-      });
+      };
+  int level = 0;  // (no scratch)
+  launch.parallel_for("moonep::portable::phaseB_pairs",
+                      one_round_team_policy<typename T::scratch_i32>(launch.exec(), 1, E, 0, &level, body), body);
 }
 
 }  // namespace moonep::impl::portable

@@ -243,4 +243,29 @@ typename Types<Exec>::team_policy sized_team_policy(const Exec& exec, int league
   }
 }
 
+// The team policy of a kernel whose team scans `items` items (Phase B's
+// layout and pairs), with team scratch of `scratch_n` values of
+// ScratchView: on a device space one thread per item (vector length 1, a
+// multiple of 32 threads, 1024 at most) so that the scan runs in one round
+// (a Kokkos team scan over more items than threads repeats its team scan
+// and its broadcast per round), clamped to what the kernel's registers and
+// scratch allow (team_size_max of `functor`); on a host space Kokkos::AUTO.
+template <class ScratchView, class Exec, class Functor>
+typename Types<Exec>::team_policy one_round_team_policy(const Exec& exec, int league, std::int64_t items,
+                                                        std::int64_t scratch_n, int* level, const Functor& functor) {
+  using policy = typename Types<Exec>::team_policy;
+  if constexpr (Types<Exec>::host) {
+    (void)items;
+    (void)functor;
+    return with_scratch<ScratchView>(policy(exec, league, Kokkos::AUTO), scratch_n, level);
+  } else {
+    const policy probe = with_scratch<ScratchView>(policy(exec, league, 1), scratch_n, level);
+    const std::int64_t most = probe.team_size_max(functor, Kokkos::ParallelForTag());
+    std::int64_t threads = items < 1024 ? (items + 31) / 32 * 32 : 1024;
+    if (threads < 32) threads = 32;
+    if (threads > most) threads = most >= 32 ? most / 32 * 32 : most;
+    return with_scratch<ScratchView>(policy(exec, league, static_cast<int>(threads)), scratch_n, level);
+  }
+}
+
 }  // namespace moonep::impl::portable
