@@ -58,15 +58,17 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
   const std::int64_t scratch_n = 2 * static_cast<std::int64_t>(epn);
   int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
   const auto body = KOKKOS_LAMBDA(const member& team) {
-        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+        // (d's donor and tables pointer loaded with the stop flag: reads
+        // of scratch, harmless on bad input, one latency fewer.)
         const int d = team.league_rank();
         const int donor = donor_of(d);
+        std::int32_t* own = tables(d).at;
+        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
         const int first = donor >= 0 ? donor * epn : 0;
         typename T::scratch_i32 all(team.team_scratch(level), 2 * epn);
         auto count = Kokkos::subview(all, Kokkos::make_pair(0, epn));
         auto picked = Kokkos::subview(all, Kokkos::make_pair(epn, 2 * epn));
         std::int32_t* etc = chunk0 + sh_etc + static_cast<std::int64_t>(d) * B;
-        std::int32_t* own = tables(d).at;
         // Preset before the barrier, overwritten after it: the copy slots
         // to -1 (those left unfilled), remote_stats[d][0] to 0 (no
         // candidate).

@@ -21,7 +21,7 @@
 // alias it, so interleaved, each load would cost a full memory latency.
 //
 // What must stay true: the picks' tie-breaks are the spec's (the keys
-// order candidates exactly as MaxLowest / MinLowest); an owner's split
+// order candidates exactly as the spec, reducers.hpp); an owner's split
 // writes every entry of its experts' alloc rows (no other kernel clears
 // them); every (receiver, expert) pair is taken at most once (each take
 // empties a quota or a remaining), so a take's count is stored, not added,
