@@ -20,8 +20,8 @@
 // move a load past an earlier store through an int32 pointer that may
 // alias it, so interleaved, each load would cost a full memory latency.
 //
-// What must stay true: the picks' tie-breaks are the spec's (the keys
-// order candidates exactly as the spec, reducers.hpp); an owner's split
+// What must stay true: the picks' tie-breaks are the spec's (a key's order
+// is the pick's, reducers.hpp; values fit int32); an owner's split
 // writes every entry of its experts' alloc rows (no other kernel clears
 // them); every (receiver, expert) pair is taken at most once (each take
 // empties a quota or a remaining), so a take's count is stored, not added,
@@ -37,8 +37,9 @@
 
 namespace moonep::impl::portable {
 
-// Phase B's sequence kernels: a team of 8 warps on a device space; the
-// loads per thread in flight before its stores.
+// Phase B's sequence kernels: a team of 8 warps on a device space
+// (kMovesThreads / kMovesVector); kLoadBatch: the loads a thread issues
+// before its stores (Phase B's walks over ranks).
 inline constexpr int kMovesThreads = 256;
 inline constexpr int kMovesVector = 32;
 inline constexpr int kLoadBatch = 8;
