@@ -12,8 +12,13 @@
 // GPU their time is the latency of one round times their length. A round
 // is therefore one vector's work (team thread 0; a warp on Kokkos::Cuda,
 // sized_team_policy): its picks are one vector reduction of packed keys
-// (reducers.hpp: MaxKeys; no team barrier), its update one lane's stores
-// (Kokkos::single PerThread, which orders the vector's lanes after it).
+// (reducers.hpp: MaxKeys; no team barrier), its update stored by the lane
+// that owns each entry: the lane a ThreadVectorRange over the same count
+// gives it, the lane that read it in the reduction. So every scratch entry
+// is read and written by one lane only, and no lane needs another's store
+// ordered before its read (compute-sanitizer's racecheck found the picked
+// entries read by their owners and stored by lane 0, ordered only by the
+// reduction's shuffles, when one lane stored the update).
 // What a sequence reads lives in team scratch; it only stores to global
 // memory. The rest of each kernel loads and stores in parallel, every
 // thread issuing a batch of loads before its stores: the compiler cannot
@@ -120,12 +125,13 @@ void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L
               MaxKeys<Mem>(best));
           const ValueIndex hi = from_max_lowest(best.first), lo = from_min_lowest(best.second);
           if (hi.value <= 0 || lo.value >= 0) break;
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            const std::int64_t move = -lo.value;
-            held(hi.index) -= move;
-            held(lo.index) = cap_q + (lo.index < cap_r ? 1 : 0);
-            donor_of(lo.index) = hi.index;
-            inflow(lo.index) = static_cast<std::int32_t>(move);
+          const std::int64_t move = -lo.value;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, R), [&](const int r) {
+            if (r == hi.index) held(r) -= move;
+            if (r != lo.index) return;
+            held(r) = cap_q + (r < cap_r ? 1 : 0);
+            donor_of(r) = hi.index;
+            inflow(r) = static_cast<std::int32_t>(move);
           });
         }
       });
@@ -188,12 +194,14 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
               MaxKeys<Mem>(best));
           const ValueIndex q = from_max_lowest(best.first), m = from_max_lowest(best.second);
           if (q.value <= 0 || m.value <= 0) break;
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            const std::int32_t take = static_cast<std::int32_t>(m.value < q.value ? m.value : q.value);
-            quota(q.index) -= take;
-            remaining(m.index) -= take;
-            takes(q.index) += 1;
-            rows[static_cast<std::int64_t>(m.index) * R + q.index] = take;
+          const std::int32_t take = static_cast<std::int32_t>(m.value < q.value ? m.value : q.value);
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), [&](const int i) {
+            if (i == q.index) {
+              quota(i) -= take;
+              takes(i) += 1;
+              rows[static_cast<std::int64_t>(m.index) * R + i] = take;
+            }
+            if (i == m.index) remaining(i) -= take;
           });
         }
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, epn),
