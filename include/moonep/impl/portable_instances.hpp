@@ -29,6 +29,10 @@
   X(Exec, clear_slots)                           \
   X(Exec, stable_counting_sort)                  \
   X(Exec, clear_and_scatter)                     \
+  X(Exec, phase_b_totals_and_moves)              \
+  X(Exec, phase_b_expert_split)                  \
+  X(Exec, phase_b_layout)                        \
+  X(Exec, phase_b_pairs)                         \
   X(Exec, plan_root)                             \
   X(Exec, broadcast)                             \
   X(Exec, destinations_and_dedup)                \

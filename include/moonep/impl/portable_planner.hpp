@@ -464,7 +464,7 @@ class PortablePlanner {
     const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
                       epn = static_cast<std::size_t>(layout_.epn);
     const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
-                                 i64::shmem_size(R),       i64::shmem_size(R + epn),
+                                 i64::shmem_size(R),       i32::shmem_size(2 * R + epn),
                                  i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1)};
     for (const std::size_t b : bytes) {
       if (compat::scratch_level_for(b) != 0) return false;

@@ -223,4 +223,49 @@ Policy with_scratch(Policy policy, std::int64_t n, int* level) {
   return policy.set_scratch_size(*level, Kokkos::PerTeam(bytes));
 }
 
+// The team policy of a kernel that sizes its own teams (Phase B's): on a
+// device space `threads` threads per team, as threads / v team threads of
+// v vector lanes (v = `vector` clamped to the space's widest; 32 on
+// Kokkos::Cuda: a team thread is then a warp, and its vector loops are
+// shuffles without a team barrier), so that a TeamVectorRange spans the
+// whole block; on a host space Kokkos::AUTO as every other kernel (vector
+// loops are serial loops there).
+template <class Exec>
+typename Types<Exec>::team_policy sized_team_policy(const Exec& exec, int league, int threads, int vector) {
+  using policy = typename Types<Exec>::team_policy;
+  if constexpr (Types<Exec>::host) {
+    (void)threads;
+    (void)vector;
+    return policy(exec, league, Kokkos::AUTO);
+  } else {
+    const int v = vector < policy::vector_length_max() ? vector : policy::vector_length_max();
+    return policy(exec, league, threads / v, v);
+  }
+}
+
+// The team policy of a kernel whose team scans `items` items (Phase B's
+// layout and pairs), with team scratch of `scratch_n` values of
+// ScratchView: on a device space one thread per item (vector length 1, a
+// multiple of 32 threads, 1024 at most) so that the scan runs in one round
+// (a Kokkos team scan over more items than threads repeats its team scan
+// and its broadcast per round), clamped to what the kernel's registers and
+// scratch allow (team_size_max of `functor`); on a host space Kokkos::AUTO.
+template <class ScratchView, class Exec, class Functor>
+typename Types<Exec>::team_policy one_round_team_policy(const Exec& exec, int league, std::int64_t items,
+                                                        std::int64_t scratch_n, int* level, const Functor& functor) {
+  using policy = typename Types<Exec>::team_policy;
+  if constexpr (Types<Exec>::host) {
+    (void)items;
+    (void)functor;
+    return with_scratch<ScratchView>(policy(exec, league, Kokkos::AUTO), scratch_n, level);
+  } else {
+    const policy probe = with_scratch<ScratchView>(policy(exec, league, 1), scratch_n, level);
+    const std::int64_t most = probe.team_size_max(functor, Kokkos::ParallelForTag());
+    std::int64_t threads = items < 1024 ? (items + 31) / 32 * 32 : 1024;
+    if (threads < 32) threads = 32;
+    if (threads > most) threads = most >= 32 ? most / 32 * 32 : most;
+    return with_scratch<ScratchView>(policy(exec, league, static_cast<int>(threads)), scratch_n, level);
+  }
+}
+
 }  // namespace moonep::impl::portable
