@@ -227,8 +227,9 @@ if(MoonEP_HAVE_CUDA)
   endfunction()
   # The world's planning (GpuWorld over make_mpi_gpu_world).
   moonep_add_gpu_mpi_test(test_gpu_world_mpi 300)
-  # The layer on that world (GpuWorldLayer, one process per rank).
-  moonep_add_gpu_mpi_test(test_gpu_world_layer_mpi 600)
+  # The layer on that world (GpuWorldLayer, one process per rank), R = 1
+  # too.
+  moonep_add_gpu_mpi_test(test_gpu_world_layer_mpi 600 1 2 4)
   # The expert copies and the MoE layer on that world
   # (GpuWorldExpertCopies, GpuWorldMoeLayer, one process per rank), R = 1
   # too.
