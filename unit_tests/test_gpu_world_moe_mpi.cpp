@@ -20,7 +20,8 @@
 //           the forward's parts in one CUDA graph per process (the fetch on
 //           a branch of its own), replayed; the refusal of an unrunnable
 //           plan on every process.
-// [sanitize]: the small cases compute-sanitizer runs.
+// Run under mpirun with 1, 2 and 4 processes (R = 1: no copies to fetch,
+// nothing remote). [sanitize]: the small cases compute-sanitizer runs.
 //
 // Every comparison is a CHECK, never a REQUIRE, inside the collective
 // parts: a process that left a case early would leave the others waiting

@@ -205,14 +205,19 @@ endif()
 # ---- The GPU world with one MPI process per rank, under mpirun (2 and 4
 # processes; on one GPU each process has its own context).
 if(MoonEP_HAVE_CUDA)
-  # moonep_add_gpu_mpi_test(NAME TIMEOUT): NAME.cpp, run as NAME_np2 and
-  # NAME_np4 (skipped, exit 77, where no GPU is visible).
+  # moonep_add_gpu_mpi_test(NAME TIMEOUT [NP...]): NAME.cpp, run as
+  # NAME_np<n> for each NP (default 2 and 4; skipped, exit 77, where no GPU
+  # is visible).
   function(moonep_add_gpu_mpi_test name timeout)
+    set(nps ${ARGN})
+    if(NOT nps)
+      set(nps 2 4)
+    endif()
     add_executable(${name} ${name}.cpp test_cuda_main.cpp)
     target_link_libraries(${name} PRIVATE moonep moonep_catch2 CUDA::cudart MPI::MPI_CXX)
     target_compile_definitions(${name} PRIVATE MOONEP_TEST_WITH_MPI)
     target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/src)
-    foreach(np 2 4)
+    foreach(np IN LISTS nps)
       add_test(NAME ${name}_np${np}
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${_moonep_mpi_preflags}
                        $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
@@ -222,11 +227,13 @@ if(MoonEP_HAVE_CUDA)
   endfunction()
   # The world's planning (GpuWorld over make_mpi_gpu_world).
   moonep_add_gpu_mpi_test(test_gpu_world_mpi 300)
-  # The layer on that world (GpuWorldLayer, one process per rank).
-  moonep_add_gpu_mpi_test(test_gpu_world_layer_mpi 600)
+  # The layer on that world (GpuWorldLayer, one process per rank), R = 1
+  # too.
+  moonep_add_gpu_mpi_test(test_gpu_world_layer_mpi 600 1 2 4)
   # The expert copies and the MoE layer on that world
-  # (GpuWorldExpertCopies, GpuWorldMoeLayer, one process per rank).
-  moonep_add_gpu_mpi_test(test_gpu_world_moe_mpi 600)
+  # (GpuWorldExpertCopies, GpuWorldMoeLayer, one process per rank), R = 1
+  # too.
+  moonep_add_gpu_mpi_test(test_gpu_world_moe_mpi 600 1 2 4)
 endif()
 
 # ---- moonep-layer --world mpi under mpirun.
