@@ -234,10 +234,14 @@ leg_cuda() {
   # ..._expert_copies, ..._moe_layer, moonep_gpu_bench: no Kokkos in them)
   # compile the same code as test.sh's build, which has the CUDA
   # specialization where /usr/local/cuda is (about half of this leg's
-  # compile time when built here too).
+  # compile time when built here too). The portable tests are compiled for
+  # Kokkos::Cuda alone (MoonEP_TEST_DEVICE_SPACES_ONLY): their Serial
+  # variants are the other legs' code (under nvcc_wrapper the layer tests
+  # alone took over 6 of this leg's 19 CPU minutes, about half of it Serial's).
   if ! PATH="$cuda_bin:$PATH" configure "$dir" -DKokkos_ROOT="$kokkos" \
        -DCMAKE_CXX_COMPILER="$kokkos/bin/nvcc_wrapper" -DMoonEP_ENABLE_CUDA=ON \
-       -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF -DMoonEP_ENABLE_EXAMPLES=OFF; then
+       -DMoonEP_CUDA_ARCHITECTURES=90 -DMoonEP_ENABLE_MPI=OFF -DMoonEP_ENABLE_EXAMPLES=OFF \
+       -DMoonEP_TEST_DEVICE_SPACES_ONLY=ON; then
     result cuda FAILED "configure failed (see above)"; return 0
   fi
   local targets
