@@ -69,8 +69,8 @@ void check_case(GpuWorld& world, const Config& c, const Routing& full, const Tok
   using W = moonep::weight_t<T>;
   INFO("R=" << c.ranks << " E=" << c.experts << " K=" << c.topk << " S=" << c.tokens << " B=" << c.copy_slots
             << " tp=" << c.token_padding << " H=" << H << " H'=" << Hout << " ragged=" << (tokens != nullptr)
-            << " exact=" << exact << " process " << mpi_rank());
-  const int R = c.ranks, me = mpi_rank();
+            << " exact=" << exact << " process " << world_rank());
+  const int R = c.ranks, me = world_rank();
   const std::int64_t S = c.tokens, K = c.topk, NvS = c.slots();
   const MyStep step(world, c, full, tokens);
   const moonep::HostPlan& plan = step.plan;
@@ -192,7 +192,7 @@ void check_case(GpuWorld& world, const Config& c, const Routing& full, const Tok
 template <class T>
 void check_shapes(bool small) {
   using moonep::test::Shape;
-  const int R = mpi_size();
+  const int R = world_size();
   const std::vector<Config> configs =
       small ? std::vector<Config>{{R, 4 * R, 2, 24, 2, 4}}
             : std::vector<Config>{{R, 4 * R, 2, 24, 2, 4}, {R, 8 * R, 4, 40, 8, 8}, {R, 3 * R, 3, 17, 1, 1}};
@@ -240,7 +240,7 @@ TEST_CASE("mpi gpu world layer: small cases for compute-sanitizer", "[gpu_world_
 TEST_CASE("mpi gpu world layer: plan + dispatch + combine in one CUDA graph per process, replayed with new data",
           "[gpu_world_layer][mpi][graph]") {
   using moonep::test::Shape;
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const Config c{R, 8 * R, 4, 40, 8, 8};
   const int H = 16;
   const std::int64_t S = c.tokens, K = c.topk, NvS = c.slots();
@@ -312,7 +312,7 @@ struct SmallDispatch {
   }
   // Plans, dispatches on `layer` (H = 4) and checks this process's recv.
   void run(GpuWorld& world, GpuWorldLayer& layer) const {
-    const int R = c.ranks, me = mpi_rank();
+    const int R = c.ranks, me = world_rank();
     const MyStep step(world, c, routing, nullptr);
     MyBuffer<float> d_x(R, x[me]), d_w(R, w[me]);
     const std::int64_t NvS = c.slots();
@@ -334,7 +334,7 @@ struct SmallDispatch {
 
 TEST_CASE("mpi gpu world layer: processes that disagree on H or the type all throw the same InputError",
           "[gpu_world_layer][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const SmallDispatch small(R);
   auto world = make_world(small.c);
   // Every process passes its own H: rank 1 (the last where R = 2) a larger one.
@@ -364,7 +364,7 @@ TEST_CASE("mpi gpu world layer: processes that disagree on H or the type all thr
 
 TEST_CASE("mpi gpu world layer: null arguments are refused before anything is enqueued; other ranks' entries unread",
           "[gpu_world_layer][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const SmallDispatch small(R);
   auto world = make_world(small.c);
   GpuWorldLayer layer(*world, 4, 4, Element::f32);
@@ -385,7 +385,7 @@ TEST_CASE("mpi gpu world layer: null arguments are refused before anything is en
 TEST_CASE("mpi gpu world layer: a process that does not enqueue its part is named by every process; the layer "
           "works again after check()",
           "[gpu_world_layer][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   if (R < 2) return;  // needs another process to wait for
   const SmallDispatch small(R);
   auto world = make_world(small.c, 1);
@@ -415,7 +415,7 @@ TEST_CASE("mpi gpu world layer: a process that does not enqueue its part is name
 TEST_CASE("mpi gpu world layer: processes at different operations are named by every process; the layer works "
           "again after check()",
           "[gpu_world_layer][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   if (R < 2) return;
   const SmallDispatch small(R);
   auto world = make_world(small.c, 2);

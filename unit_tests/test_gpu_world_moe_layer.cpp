@@ -52,12 +52,7 @@ void forward_case(const std::string& name, const Step& s, int H, int O, Values v
   CHECK(layer.params() == std::int64_t{H} * O);
   put_slots([&](int d) { return layer.experts(d); }, data.P);
   if (graph) {
-    layer.read_groups(nullptr);
-    const ForwardGraph branch;
-    const moonep::test::CapturedGraph g(
-        [&](cudaStream_t origin) { branch.record(layer, x.cdata(), w.cdata(), out.data(), origin); });
-    for (int replay = 0; replay < 2; ++replay) cuda_ok(cudaGraphLaunch(g.exec(), g.stream()));
-    cuda_ok(cudaStreamSynchronize(g.stream()));
+    ForwardGraph::replay(layer, x.cdata(), w.cdata(), out.data(), 2);
   } else {
     layer.forward(x.cdata(), w.cdata(), out.data(), nullptr);
   }

@@ -103,9 +103,9 @@ PerRank<T> drawn(const Config& c, std::int64_t n, std::uint64_t seed) {
 // fetch and reduce of one step against the references, this rank's part.
 template <class T>
 void copies_case(const std::string& name, const Step& s, std::int64_t Q) {
-  INFO(name << " Q=" << Q << " bytes per value " << sizeof(T) << " process " << mpi_rank());
+  INFO(name << " Q=" << Q << " bytes per value " << sizeof(T) << " process " << world_rank());
   const Config& c = s.c;
-  const int R = c.ranks, me = mpi_rank();
+  const int R = c.ranks, me = world_rank();
   const std::int64_t epn = c.experts_per_rank(), B = c.copy_slots;
   auto world = make_world(c, 60);
   const moonep::HostPlan plan = plan_step(*world, s);
@@ -148,7 +148,7 @@ void copies_case(const std::string& name, const Step& s, std::int64_t Q) {
 
 template <class T>
 void copies_cases(bool small) {
-  for (const auto& [name, s] : steps_for(mpi_size(), small))
+  for (const auto& [name, s] : steps_for(world_size(), small))
     for (std::int64_t Q : {std::int64_t{8}, std::int64_t{5}}) copies_case<T>(name, s, Q);
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("mpi gpu world expert copies: small cases for compute-sanitizer", "[gp
 
 TEST_CASE("mpi gpu world expert copies: a remote expert without a copy is refused on every process, nothing written",
           "[gpu_world_moe][mpi]") {
-  if (mpi_size() != 2) return;  // the step is for R = 2
+  if (world_size() != 2) return;  // the step is for R = 2
   const Step s = uncopied_remote_step();
   REQUIRE(reference_refusal(s) == uncopied_remote_error());
   copies_case<float>("uncopied remote expert", s, 4);
@@ -176,7 +176,7 @@ TEST_CASE("mpi gpu world expert copies: a remote expert without a copy is refuse
 TEST_CASE("mpi gpu world expert copies: processes that disagree on Q all throw the same InputError; a process that "
           "does not fetch is named by every process",
           "[gpu_world_moe][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   if (R < 2) return;
   const Step s = synthetic_step(Config{R, 4 * R, 4, 12, 4, 4}, 1.5, 11, false);
   auto world = make_world(s.c, 1);
@@ -210,16 +210,16 @@ constexpr double kUntouched = 3.5;
 template <class V>
 void compare_mine(const char* what, const Step& s, std::int64_t rows, std::int64_t width, const std::vector<V>& got,
                   const std::vector<std::vector<double>>& want, double rel, V untouched) {
-  compare_rows(what, s, rows, width, got, want, rel, untouched, mpi_rank());
+  compare_rows(what, s, rows, width, got, want, rel, untouched, world_rank());
 }
 
 template <class T>
 void layer_case(const std::string& name, const Step& s, int H, int O, Values v, bool graph) {
   using W = moonep::weight_t<T>;
   INFO(name << " H=" << H << " H'=" << O << " bytes per value " << sizeof(T)
-            << (v == Values::exact ? " exact" : " random") << " graph " << graph << " process " << mpi_rank());
+            << (v == Values::exact ? " exact" : " random") << " graph " << graph << " process " << world_rank());
   const Config& c = s.c;
-  const int R = c.ranks, me = mpi_rank();
+  const int R = c.ranks, me = world_rank();
   const std::int64_t S = c.tokens, K = c.topk, epn = c.experts_per_rank(), Q = std::int64_t{H} * O;
   auto world = make_world(c, 60);
   plan_step(*world, s);
@@ -240,12 +240,7 @@ void layer_case(const std::string& name, const Step& s, int H, int O, Values v, 
   const double tol = tolerance<T>(v);
   const auto want = direct_out(s, H, data.x, &data.w, &data.ex);
   if (graph) {
-    layer.read_groups(nullptr);
-    const ForwardGraph branch;
-    const moonep::test::CapturedGraph g(
-        [&](cudaStream_t origin) { branch.record(layer, x.cdata(), w.cdata(), out.data(), origin); });
-    for (int replay = 0; replay < 2; ++replay) cuda_ok(cudaGraphLaunch(g.exec(), g.stream()));
-    cuda_ok(cudaStreamSynchronize(g.stream()));
+    ForwardGraph::replay(layer, x.cdata(), w.cdata(), out.data(), 2);
     compare_mine("out (graph)", s, S, O, out.get(), want, tol, to<T>(kUntouched));
     CHECK_NOTHROW(layer.check());
     return;
@@ -276,7 +271,7 @@ void layer_case(const std::string& name, const Step& s, int H, int O, Values v, 
 
 template <class T>
 void layer_cases(bool small) {
-  for (const auto& [name, s] : steps_for(mpi_size(), small)) {
+  for (const auto& [name, s] : steps_for(world_size(), small)) {
     layer_case<T>(name, s, 8, 8, Values::exact, false);
     if (small) continue;
     layer_case<T>(name, s, 5, 3, Values::random, false);
@@ -297,12 +292,12 @@ TEST_CASE("mpi gpu world MoE layer: small cases for compute-sanitizer", "[gpu_wo
 
 TEST_CASE("mpi gpu world MoE layer: the forward's parts in one CUDA graph per process, replayed",
           "[gpu_world_moe][mpi][graph]") {
-  const Step s = synthetic_step(Config{mpi_size(), 4 * mpi_size(), 4, 12, 4, 4}, 1.5, 11, false);
+  const Step s = synthetic_step(Config{world_size(), 4 * world_size(), 4, 12, 4, 4}, 1.5, 11, false);
   layer_case<float>("graph", s, 8, 8, Values::exact, true);
 }
 
 TEST_CASE("mpi gpu world MoE layer: an unrunnable plan is refused on every process, nothing written",
           "[gpu_world_moe][mpi]") {
-  if (mpi_size() != 2) return;  // the step is for R = 2
+  if (world_size() != 2) return;  // the step is for R = 2
   layer_case<float>("uncopied remote expert", uncopied_remote_step(), 4, 4, Values::exact, false);
 }

@@ -26,35 +26,23 @@
 #include "moonep/reference.hpp"
 #include "moonep/synthetic.hpp"
 #include "support/cuda_test_support.hpp"
+#include "support/gpu_world_mpi_support.hpp"
 
 namespace {
 
+using gpu_world_mpi_test::my_device;
+using gpu_world_mpi_test::world_rank;
+using gpu_world_mpi_test::world_size;
 using moonep::Config;
 using moonep::Routing;
 using moonep::cuda::GpuWorld;
 using moonep::cuda::WorldOptions;
 
-int mpi_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int mpi_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int my_device() {
-  int n = 1;
-  cudaGetDeviceCount(&n);
-  return mpi_rank() % n;
-}
-
 // This process's rank's routing on its device.
 class MyRouting {
  public:
   MyRouting(const Config& c, const Routing& routing) : ptrs_(static_cast<std::size_t>(c.ranks), nullptr) {
-    const int me = mpi_rank();
+    const int me = world_rank();
     moonep::test::cuda_ok(cudaSetDevice(my_device()));
     moonep::test::cuda_ok(cudaMalloc(reinterpret_cast<void**>(&mine_), routing[me].size() * 4 + 4));
     set(routing[me]);
@@ -77,7 +65,7 @@ class MyRouting {
 }  // namespace
 
 TEST_CASE("mpi gpu world: one process per rank plans like the reference, step after step", "[gpu_world][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const Config c{R, 8 * R, 4, 512, 4, 8};
   auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
   REQUIRE(world->process_rank() == me);
@@ -99,7 +87,7 @@ TEST_CASE("mpi gpu world: one process per rank plans like the reference, step af
 // its rank's count into a word on its own device, which its kernel reads;
 // every process holds the whole plan, the reference's for the counts.
 TEST_CASE("mpi gpu world: a ragged step plans like the reference", "[gpu_world][mpi][ragged]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const Config c{R, 8 * R, 4, 256, 4, 8};
   auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
   const moonep::TokensPerRank tokens = moonep::test::ragged_tokens_with_extremes(c, 11);
@@ -115,7 +103,7 @@ TEST_CASE("mpi gpu world: a ragged step plans like the reference", "[gpu_world][
 }
 
 TEST_CASE("mpi gpu world: bad input on one rank fails the step on every process", "[gpu_world][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const Config c{R, 8 * R, 4, 256, 4, 8};
   auto world = moonep::cuda::make_mpi_gpu_world(c, MPI_COMM_WORLD, my_device());
   const Routing good = moonep::synthetic_routing(c, 1.0, 7);
@@ -131,7 +119,7 @@ TEST_CASE("mpi gpu world: bad input on one rank fails the step on every process"
 
 TEST_CASE("mpi gpu world: a process that does not launch is named by all; the next step plans",
           "[gpu_world][mpi]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   if (R < 2) return;  // needs another process to wait for
   const Config c{R, 8 * R, 4, 256, 4, 8};
   WorldOptions o;
@@ -154,7 +142,7 @@ TEST_CASE("mpi gpu world: a process that does not launch is named by all; the ne
 
 TEST_CASE("mpi gpu world: multicast not built, or with every process on one GPU, is refused by every process",
           "[gpu_world][mpi]") {
-  const int R = mpi_size();
+  const int R = world_size();
   if (R < 2) return;  // needs two processes on one GPU
   const Config c{R, 8 * R, 4, 256, 4, 8};
   WorldOptions o;
@@ -196,7 +184,7 @@ TEST_CASE("mpi gpu world: multicast not built, or with every process on one GPU,
 // every other path, and its plan view is the reference's rank plan.
 TEST_CASE("mpi gpu world: Planner<Kokkos::Cuda, OnGpuWorld> plans each process's rank",
           "[gpu_world][mpi][kokkos]") {
-  const int R = mpi_size(), me = mpi_rank();
+  const int R = world_size(), me = world_rank();
   const Kokkos::Cuda exec;
   // Collective: every process runs the case or none does.
   int usable = exec.cuda_device() == my_device() ? 1 : 0, all_usable = 0;

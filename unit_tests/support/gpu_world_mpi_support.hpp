@@ -23,6 +23,7 @@
 #include "moonep/gpu_world_mpi.hpp"
 #include "moonep/host_plan.hpp"
 #include "moonep/reference.hpp"
+#include "mpi_test_support.hpp"
 #include "support/cuda_layer_support.hpp"
 #include "support/cuda_test_support.hpp"
 
@@ -36,20 +37,13 @@ using moonep::cuda::GpuWorld;
 using moonep::cuda::WorldOptions;
 using moonep::test::cuda_ok;
 
-inline int mpi_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int mpi_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using moonep_test::world_rank;
+using moonep_test::world_size;
+
 inline int my_device() {
   int n = 1;
   cudaGetDeviceCount(&n);
-  return mpi_rank() % n;
+  return world_rank() % n;
 }
 
 // This process's device idle, then every process here: what one process
@@ -77,7 +71,7 @@ struct MyBuffer {
   MyBuffer(int ranks, const std::vector<V>& host) : n(host.size()), table(static_cast<std::size_t>(ranks), nullptr) {
     cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(V) + 16));
     set(host);
-    table[mpi_rank()] = p;
+    table[world_rank()] = p;
   }
   ~MyBuffer() { cudaFree(p); }
   MyBuffer(const MyBuffer&) = delete;
@@ -120,8 +114,8 @@ std::size_t wrong_bits(const std::vector<V>& got, const std::vector<V>& want, st
 class MyStep {
  public:
   MyStep(GpuWorld& world, const Config& c, const Routing& full, const TokensPerRank* tokens)
-      : routing_(c.ranks, full[mpi_rank()]),
-        count_(c.ranks, std::vector<std::int32_t>{tokens ? (*tokens)[mpi_rank()] : c.tokens}) {
+      : routing_(c.ranks, full[world_rank()]),
+        count_(c.ranks, std::vector<std::int32_t>{tokens ? (*tokens)[world_rank()] : c.tokens}) {
     std::vector<const std::int32_t*> routing(routing_.table.begin(), routing_.table.end());
     std::vector<const std::int32_t*> counts(count_.table.begin(), count_.table.end());
     world.plan(routing.data(), nullptr, nullptr, tokens ? counts.data() : nullptr);
