@@ -35,6 +35,7 @@
 #include "moonep/host_plan.hpp"
 #include "moonep/layer_reference.hpp"
 #include "process_barrier.hpp"
+#include "rank_parts.hpp"
 #include "world_fork.hpp"
 
 namespace moonep::cuda {
@@ -84,6 +85,7 @@ struct GpuWorldExpertCopies::State {
   // (overlapping the layer's); destroyed first (it waits for them), then
   // the chunks.
   std::unique_ptr<impl::WorldFork> fork;
+  std::unique_ptr<impl::RankParts> parts;  // over `fork` or `barriers`
   std::unique_ptr<impl::PlanGroupSizes> group_sizes;  // B < epn only: what the refusal reads
 
   ~State() {
@@ -91,21 +93,12 @@ struct GpuWorldExpertCopies::State {
     if (barriers && chunks) barriers->idle_device();  // its launches ran on the callers' streams
   }
 
-  // part(r, stream) for each rank this process enqueues: every rank's on
-  // its own stream, forked from and joined into `origin`; or, one process
-  // per rank, this process's rank's on `origin` between two barriers of
-  // `op` across the processes.
+  // part(r, stream) for each rank this process enqueues (rank_parts.hpp);
+  // one process per rank: between two barriers of `op` across the
+  // processes.
   template <class Part>
   void run(cudaStream_t origin, const char* what, unsigned op, Part&& part) const {
-    if (!peers) {
-      fork->run(origin, what, part);
-      return;
-    }
-    DeviceScope on(devices[me]);
-    barriers->arrive(origin, layer::where_code(op, 1, false), what);
-    part(me, origin);
-    check_cuda(cudaGetLastError(), what);
-    barriers->arrive(origin, layer::where_code(op, 2, false), what);
+    parts->run(origin, what, impl::Meeting{op, false, true, true}, part);
   }
 
   char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
@@ -164,8 +157,10 @@ GpuWorldExpertCopies::GpuWorldExpertCopies(GpuWorld& world, std::int64_t params,
     s.barriers = std::make_unique<impl::ProcessBarrier>(
         *s.peers, s.me, s.devices[s.me], reinterpret_cast<unsigned*>(s.at(0, s.off_control)),
         static_cast<i64>(s.chunks->chunk_bytes()), impl::LayerAccess::timeout_s(world), kWho);
+    s.parts = std::make_unique<impl::RankParts>(*s.peers, s.me, s.devices[s.me], s.barriers.get());
   } else {
     s.fork = std::make_unique<impl::WorldFork>(world, true);
+    s.parts = std::make_unique<impl::RankParts>(*s.fork);
   }
   if (c.copy_slots < c.experts_per_rank())
     s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, s.cu_seqlens, "expert copies");
@@ -194,14 +189,7 @@ void* GpuWorldExpertCopies::grad_copies(int d) const {
 void GpuWorldExpertCopies::check_runnable(cudaStream_t origin) const {
   const State& s = *s_;
   if (!s.group_sizes) return;  // B >= epn: no plan can hold a remote expert without a copy
-  const char* what = "reading the plan's group sizes";
-  if (s.peers) {
-    s.group_sizes->read_shared(*s.peers, s.me, s.devices[s.me], origin);
-  } else {
-    s.fork->fork(origin, what);
-    s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
-    s.fork->synchronize("waiting for the plan's group sizes");
-  }
+  s.parts->read_group_sizes(*s.group_sizes, origin);
   impl::refuse_uncopied(s.config, s.group_sizes->sizes());
 }
 

@@ -41,6 +41,7 @@
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_layer.hpp"
 #include "process_barrier.hpp"
+#include "rank_parts.hpp"
 #include "world_fork.hpp"
 #include "world_kernels.cuh"
 
@@ -104,6 +105,7 @@ struct GpuWorldLayer::State {
   // A world held by one process: the ranks' parts on the world's streams;
   // destroyed first (it waits for every rank's stream), then the chunks.
   std::unique_ptr<impl::WorldFork> fork;
+  std::unique_ptr<impl::RankParts> parts;  // over `fork` or `barriers`
 
   char* at(int d, i64 off) const { return reinterpret_cast<char*>(chunks->chunk(d)) + off; }
   char* base(i64 off) const { return at(0, off); }
@@ -132,28 +134,12 @@ struct GpuWorldLayer::State {
   }
 
   // first(r, stream) on every rank, then, once every rank's first part is
-  // done, second(r, stream) on every rank; forked from and joined into
-  // `origin`. One process per rank: this process's rank's parts on
-  // `origin`, each followed by a barrier across the processes (where codes
-  // of `op` and `weighted`).
+  // done, second(r, stream) on every rank (rank_parts.hpp); one process per
+  // rank: a barrier across the processes after each.
   template <class First, class Second>
   void two_phases(cudaStream_t origin, const char* what, unsigned op, bool weighted, First&& first,
                   Second&& second) const {
-    if (peers) {
-      DeviceScope on(devices[me]);
-      first(me, origin);
-      check_cuda(cudaGetLastError(), what);
-      barriers->arrive(origin, layer::where_code(op, 1, weighted), what);
-      second(me, origin);
-      check_cuda(cudaGetLastError(), what);
-      barriers->arrive(origin, layer::where_code(op, 2, weighted), what);
-      return;
-    }
-    fork->fork(origin, what);
-    fork->each(what, first);
-    fork->barrier(what);
-    fork->each(what, second);
-    fork->join(origin, what);
+    parts->run(origin, what, impl::Meeting{op, weighted, false, true}, first, second);
   }
 
   void need_training(const char* op) const {
@@ -221,8 +207,10 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
     s.barriers = std::make_unique<impl::ProcessBarrier>(
         *s.peers, s.me, s.devices[s.me], reinterpret_cast<unsigned*>(s.base(s.off_control)),
         static_cast<i64>(s.chunks->chunk_bytes()), impl::LayerAccess::timeout_s(world), kWho);
+    s.parts = std::make_unique<impl::RankParts>(*s.peers, s.me, s.devices[s.me], s.barriers.get());
   } else {
     s.fork = std::make_unique<impl::WorldFork>(world, false);
+    s.parts = std::make_unique<impl::RankParts>(*s.fork);
   }
 }
 

@@ -31,6 +31,7 @@
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_moe_layer.hpp"
 #include "process_barrier.hpp"
+#include "rank_parts.hpp"
 #include "world_fork.hpp"
 
 namespace moonep::cuda {
@@ -80,6 +81,7 @@ struct GpuWorldMoeLayer::State {
   // A world held by one process: the GEMMs on the world's rank streams;
   // destroyed first (it waits for them).
   std::unique_ptr<impl::WorldFork> fork;
+  std::unique_ptr<impl::RankParts> parts;  // over `fork`, or this process's rank
 
   ~State() {
     fork.reset();
@@ -101,18 +103,12 @@ struct GpuWorldMoeLayer::State {
   i64 own_at(const impl::MoeGroup& g) const { return (g.slot - g.d * config.experts_per_rank()) * Q() * elem(); }
   i64 copy_at(const impl::MoeGroup& g) const { return g.slot * Q() * elem(); }
 
-  // part(r, stream) for each rank this process enqueues: every rank's on
-  // the world's rank stream, forked from and joined into `origin`; or, one
-  // process per rank, this process's rank's on `origin`.
+  // part(r, stream) for each rank this process enqueues (rank_parts.hpp):
+  // every rank's on the world's rank stream; or, one process per rank,
+  // this process's rank's on `origin`.
   template <class Part>
   void each_rank(cudaStream_t origin, const char* what, Part&& part) const {
-    if (!peers) {
-      fork->run(origin, what, part);
-      return;
-    }
-    DeviceScope on(home);
-    part(me, origin);
-    check_cuda(cudaGetLastError(), what);
+    parts->run(origin, what, impl::Meeting{}, part);
   }
 
   void gemm(int r, bool ta, bool tb, i64 m, i64 n, i64 k, const void* a, i64 lda, const void* b, i64 ldb, void* c,
@@ -160,7 +156,12 @@ GpuWorldMoeLayer::GpuWorldMoeLayer(GpuWorld& world, int hidden, int hidden_out, 
     check_cuda(cudaEventCreateWithFlags(&s.branched, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaEventCreateWithFlags(&s.fetched, cudaEventDisableTiming), "cudaEventCreate");
   }
-  if (!s.peers) s.fork = std::make_unique<impl::WorldFork>(world, false);
+  if (s.peers) {
+    s.parts = std::make_unique<impl::RankParts>(*s.peers, s.me, s.home, nullptr);
+  } else {
+    s.fork = std::make_unique<impl::WorldFork>(world, false);
+    s.parts = std::make_unique<impl::RankParts>(*s.fork);
+  }
 }
 
 GpuWorldMoeLayer::~GpuWorldMoeLayer() = default;
@@ -184,15 +185,8 @@ void* GpuWorldMoeLayer::experts(int d) const {
 void GpuWorldMoeLayer::read_groups(cudaStream_t origin) {
   State& s = *s_;
   const Config& c = s.config;
-  const char* what = "reading the plan's group sizes";
   s.groups_read = false;
-  if (s.peers) {
-    s.group_sizes->read_shared(*s.peers, s.me, s.home, origin);
-  } else {
-    s.fork->fork(origin, what);
-    s.fork->each(what, [&](int r, cudaStream_t st) { s.group_sizes->enqueue(r, st); });
-    s.fork->synchronize("waiting for the plan's group sizes");
-  }
+  s.parts->read_group_sizes(*s.group_sizes, origin);
   impl::list_groups(c, s.group_sizes->sizes(), s.groups);  // refuses an unrunnable plan
   std::fill(s.first.begin(), s.first.end(), 0);
   for (const impl::MoeGroup& g : s.groups) ++s.first[static_cast<std::size_t>(g.d) + 1];
