@@ -70,6 +70,7 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
   const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(S);
   const int V = c2_vector_width(K);
+  const std::int64_t scratch_n = kC2Scratch, raw_at = kC2Threads;
   // Tokens per team: one per team thread on a device space (V lanes each).
   const std::int64_t per_team = kC2Threads / V;
   const std::int64_t all_tokens = static_cast<std::int64_t>(lr.count) * S;
@@ -80,14 +81,14 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
   launch.parallel_for(
       "moonep::portable::phaseC2_destinations_dedup", policy, KOKKOS_LAMBDA(const member& team) {
         if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team)
-        typename T::scratch_i32 scratch(team.team_scratch(level), kC2Scratch);
+        typename T::scratch_i32 scratch(team.team_scratch(level), scratch_n);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
           const std::int64_t ls = team.league_rank() * per_team + t;
           if (ls >= all_tokens) return;
           const std::int64_t l = split.quotient(ls), s = ls - l * S;
           if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
           std::int32_t* rank_of = scratch.data() + t * V;
-          std::int32_t* raw = rank_of + kC2Threads;
+          std::int32_t* raw = rank_of + raw_at;
           const std::int64_t first = s * K;
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
             const std::int32_t* shared = shared_tables(l).at;
