@@ -5,7 +5,9 @@
 // destination rank's chunk.
 //
 // Kernels:
-//   phaseC2_destinations_dedup  one thread per token of every local rank
+//   phaseC2_destinations_dedup  (host form; the device form's:
+//                               phase_c2_device.hpp) one thread per token
+//                               of every local rank
 //                               (up to S; those past a ragged rank's s_l
 //                               do nothing):
 //                               dst (final, step-7 encoded), and the slot
@@ -31,6 +33,7 @@
 
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/phase_a_local.hpp"
+#include "moonep/impl/phase_c2_device.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/world.hpp"
 
@@ -52,11 +55,16 @@ struct PublishScratch {
 };
 
 // Writes dst of every local rank (dst_all, [L][N]) and every entry's slot
-// triple (in place or into staging).
+// triple (in place or into staging), by the host form's kernel (one thread
+// walking each token's entries) or the device form's (phase_c2_device.hpp).
 template <class Exec>
 void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
-                            typename Types<Exec>::ivec dst_all) {
+                            typename Types<Exec>::ivec dst_all, bool host_style) {
+  if (!host_style) {
+    destinations_and_dedup_device(launch, CL, in, ps.staging, lr, dst_all);
+    return;
+  }
   using T = Types<Exec>;
   const int K = CL.K, E = CL.E, S = CL.S;
   const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;

@@ -26,6 +26,19 @@
 //    own index (its primary's tile prefix plus its dstart), and copies the
 //    small tables. The packed halves never borrow, as the duplicate count
 //    only grows along the scan; each half fits int32 (NvS does).
+//    How the teams walk a tile: on a device space a team of kSlotThreads
+//    threads, each holding kSlotsPerThread contiguous slots of the tile
+//    (the whole tile in one round): a thread loads all its slots' fields,
+//    then (structures) every load that depends on them, before any store,
+//    and the tile's scan is one team scan of the threads' sums. A Kokkos
+//    team scan over a TeamThreadRange of more items than threads runs in
+//    rounds, each a dependent chain (load, team scan with its barriers,
+//    store) that waits on memory again; and a team of a thread per slot
+//    (1024 threads) leaves too few blocks resident per SM at a large NvS.
+//    Small teams over 512-slot tiles keep many blocks resident (at the
+//    headline 640 of 128 threads), each thread with several loads in
+//    flight. On a host space the teams are Kokkos::AUTO and walk the tile
+//    in rounds of team_size * kSlotsPerThread slots, a carry between them.
 // Either way dup_groups rows are in slot order (the spec allows any).
 #pragma once
 
@@ -41,8 +54,11 @@ namespace moonep::impl::portable {
 
 // The outputs of every local rank, each one allocation with a rank
 // dimension; the plan's views alias them (view(l)).
-// Slots per team of the device form's Phase D.
-inline constexpr std::int64_t kSlotTile = 1024;
+// The device form's Phase D: slots per team (a tile), threads per team on a
+// device space, and the contiguous slots each thread holds (one round).
+inline constexpr int kSlotThreads = 128;
+inline constexpr int kSlotsPerThread = 4;
+inline constexpr std::int64_t kSlotTile = std::int64_t(kSlotThreads) * kSlotsPerThread;
 // What the device form's Phase D tiles: a rank's NvS slots, and its small
 // tables (CopyTables::width_, max(E+B, R*B, 2) entries) beside them.
 inline std::int64_t slot_tile_width(const Config& c) {
@@ -189,7 +205,9 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
                          const PlanStore<Exec>& out) {
   using T = Types<Exec>;
   using member = typename T::member;
+  constexpr int kPer = kSlotsPerThread;
   const std::int64_t NvS = CL.NvS, slots_at = CL.slots, tiles = out.tiles;
+  const int league = static_cast<int>(lr.count * tiles);
   const auto chunk = lr.chunk;
   const auto src_info = out.src_info;
   const auto tile_sums = out.tile_sums;
@@ -197,34 +215,53 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
   const auto dstart = out.dstart;
   constexpr std::int64_t kGroup = std::int64_t(1) << 32;
   const LocalRanks<Exec> ranks = lr;
+  int carry_level = 0;
+  const auto groups_policy = with_scratch<typename T::scratch_i64>(
+      sized_team_policy(launch.exec(), league, kSlotThreads, 1), 1, &carry_level);
+  const int groups_level = carry_level;  // (captured by value)
   launch.parallel_for(
-      "moonep::portable::phaseD_dup_groups", typename T::team_policy(launch.exec(), lr.count * tiles, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member& team) {
+      "moonep::portable::phaseD_dup_groups", groups_policy, KOKKOS_LAMBDA(const member& team) {
         if (ranks.stopped()) return;  // bad input: the plan is left as it was (the whole team)
         const std::int64_t lt = team.league_rank(), l = lt / tiles, lo = (lt - l * tiles) * kSlotTile;
-        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS, n = hi > lo ? hi - lo : 0;
+        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS, first = l * NvS;
+        const std::int64_t ts = team.team_size(), r = team.team_rank();
         const std::int32_t* slots = chunk(l).at + slots_at;
-        if (n == 0) {
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { tile_sums(lt) = 0; });
-          return;
-        }
-        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t k, std::int64_t& run,
-                                                                    const bool final) {
-          const std::int64_t loff = lo + k;
-          const std::int32_t* slot = slots + 3 * loff;
-          const std::int32_t link = slot[1];
-          const std::int64_t dups = link <= -2 ? -2 - link : 0;
-          const std::int64_t packed = dups > 0 ? kGroup + dups : 0;
-          if (final) {
-            src_info(l * NvS + loff) = slot[0];
-            if (dups > 0) {
-              dgroup(l * NvS + loff) = static_cast<std::int32_t>(run / kGroup);
-              dstart(l * NvS + loff) = static_cast<std::int32_t>(run % kGroup);
-            }
-            if (k == n - 1) tile_sums(lt) = run + packed;
+        typename T::scratch_i64 carry(team.team_scratch(groups_level), 1);
+        if (hi <= lo && r == 0) tile_sums(lt) = 0;
+        std::int64_t run = 0;  // the packed counts of the tile's slots before this round
+        // Rounds of ts * kPer slots, thread r's kPer of them contiguous (one
+        // round on a device space; the bounds are the whole team's).
+        for (std::int64_t base = lo; base < hi; base += ts * kPer) {
+          const std::int64_t k0 = base + r * kPer;
+          std::int32_t src[kPer], link[kPer];
+          for (int j = 0; j < kPer; ++j) {
+            const bool in = k0 + j < hi;
+            src[j] = in ? slots[3 * (k0 + j)] : 0;
+            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
           }
-          run += packed;
-        });
+          std::int64_t mine = 0;
+          for (int j = 0; j < kPer; ++j) mine += link[j] <= -2 ? kGroup + (-2 - link[j]) : 0;
+          const std::int64_t before = team.team_scan(mine);
+          std::int64_t at = run + before;
+          for (int j = 0; j < kPer; ++j) {
+            const std::int64_t k = k0 + j;
+            if (k >= hi) break;
+            src_info(first + k) = src[j];
+            if (link[j] <= -2) {
+              dgroup(first + k) = static_cast<std::int32_t>(at / kGroup);
+              dstart(first + k) = static_cast<std::int32_t>(at % kGroup);
+              at += kGroup + (-2 - link[j]);
+            }
+          }
+          if (base + ts * kPer >= hi) {  // the last round: the last thread holds the tile's total
+            if (r == ts - 1) tile_sums(lt) = run + before + mine;
+          } else {
+            if (r == ts - 1) carry(0) = run + before + mine;
+            team.team_barrier();
+            run = carry(0);
+            team.team_barrier();
+          }
+        }
       });
 
   const CopyTables<Exec> tables(CL, lr, out);
@@ -232,41 +269,72 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
   const auto dup_loffs = out.dup_loffs;
   const auto dup_counts = out.dup_counts;
   int level = 0;
-  const auto policy = with_scratch<typename T::scratch_i64>(
-      typename T::team_policy(launch.exec(), lr.count * tiles, Kokkos::AUTO), tiles + 1, &level);
+  const auto policy = with_scratch<typename T::scratch_i64>(sized_team_policy(launch.exec(), league, kSlotThreads, 1),
+                                                            tiles + 1, &level);
   launch.parallel_for(
       "moonep::portable::phaseD_dup_structures", policy, KOKKOS_LAMBDA(const member& team) {
         if (ranks.stopped()) return;  // (the whole team, before any barrier)
         const std::int64_t lt = team.league_rank(), l = lt / tiles, t = lt - l * tiles, lo = t * kSlotTile;
-        // before(u): the packed counts of rank l's tiles before tile u.
+        const std::int64_t ts = team.team_size(), r = team.team_rank();
+        // before(u): the packed counts of rank l's tiles before tile u. Thread
+        // r sums a contiguous run of the tile totals, one team scan.
         typename T::scratch_i64 before(team.team_scratch(level), tiles + 1);
-        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, tiles), [&](const std::int64_t u, std::int64_t& run,
-                                                                        const bool final) {
-          const std::int64_t v = tile_sums(l * tiles + u);
-          if (final) {
+        {
+          const std::int64_t* sums = tile_sums.data() + l * tiles;
+          const std::int64_t per = (tiles + ts - 1) / ts;
+          const std::int64_t u0 = r * per < tiles ? r * per : tiles, u1 = u0 + per < tiles ? u0 + per : tiles;
+          std::int64_t mine = 0;
+          for (std::int64_t u = u0; u < u1; ++u) mine += sums[u];
+          std::int64_t run = team.team_scan(mine);
+          for (std::int64_t u = u0; u < u1; ++u) {
             before(u) = run;
-            if (u == tiles - 1) before(tiles) = run + v;
+            run += sums[u];
           }
-          run += v;
-        });
+          if (r == ts - 1) before(tiles) = run;
+        }
         team.team_barrier();
         const std::int64_t first = l * NvS;
         const std::int32_t* slots = chunk(l).at + slots_at;
         const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, hi > lo ? hi : lo), [&](const std::int64_t k) {
-          const std::int32_t* slot = slots + 3 * k;
-          const std::int32_t link = slot[1];
-          if (link <= -2) {
-            const std::int64_t at = before(t);
-            std::int32_t* row = dup_groups.data() + 3 * (first + at / kGroup + dgroup(first + k));
-            row[0] = static_cast<std::int32_t>(k);
-            row[1] = static_cast<std::int32_t>(at % kGroup) + dstart(first + k);
-            row[2] = -2 - link;
-          } else if (link >= 0) {
-            const std::int64_t at = before(link / kSlotTile);  // the primary's tile
-            dup_loffs(first + at % kGroup + dstart(first + link) + slot[2]) = static_cast<std::int32_t>(k);
+        const std::int64_t here = before(t);
+        for (std::int64_t base = lo; base < hi; base += ts * kPer) {
+          const std::int64_t k0 = base + r * kPer;
+          std::int32_t link[kPer], index[kPer];
+          for (int j = 0; j < kPer; ++j) {
+            const bool in = k0 + j < hi;
+            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
+            index[j] = in ? slots[3 * (k0 + j) + 2] : 0;
           }
-        });
+          // The loads that depend on a slot's link, all before any store: a
+          // primary's two counts in its tile; a duplicate's primary's start
+          // (in the primary's tile) and that tile's prefix.
+          std::int32_t q0[kPer], q1[kPer];
+          std::int64_t at[kPer];
+          for (int j = 0; j < kPer; ++j) {
+            const std::int64_t k = k0 + j;
+            q0[j] = 0;
+            q1[j] = 0;
+            at[j] = here;
+            if (link[j] <= -2) {
+              q0[j] = dgroup(first + k);
+              q1[j] = dstart(first + k);
+            } else if (link[j] >= 0) {
+              q1[j] = dstart(first + link[j]);
+              at[j] = before(link[j] / kSlotTile);  // the primary's tile
+            }
+          }
+          for (int j = 0; j < kPer; ++j) {
+            const std::int64_t k = k0 + j;
+            if (link[j] <= -2) {
+              std::int32_t* row = dup_groups.data() + 3 * (first + at[j] / kGroup + q0[j]);
+              row[0] = static_cast<std::int32_t>(k);
+              row[1] = static_cast<std::int32_t>(at[j] % kGroup) + q1[j];
+              row[2] = -2 - link[j];
+            } else if (link[j] >= 0) {
+              dup_loffs(first + at[j] % kGroup + q1[j] + index[j]) = static_cast<std::int32_t>(k);
+            }
+          }
+        }
         const std::int64_t thi = lo + kSlotTile < tables.width_ ? lo + kSlotTile : tables.width_;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, thi > lo ? thi : lo),
                              [&](const std::int64_t k) { tables(l, k); });

@@ -387,7 +387,7 @@ class PortablePlanner {
     compat::ProfilingRegion region("moonep::portable::phaseC2");
     if (lr_.count == 0) return;
     portable::destinations_and_dedup(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, publish_, lr_,
-                                     store_.dst);
+                                     store_.dst, host_form);
     if (!needs_puts_) return;
     portable::publication_runs(exec_, layout_, input_, publish_, lr_);
     compat::fence(exec_, "moonep::portable::phaseC2_before_put");
@@ -448,7 +448,7 @@ class PortablePlanner {
       portable::validate_device(launch, input_, lr_);
       portable::clear_and_scatter(launch, layout_, input_, lr_);
       portable::plan_root(launch, layout_, root_, world_.local_chunk(0).data());
-      portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst);
+      portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst, false);
       portable::rank_outputs_device(launch, layout_, lr_, store_);
     });
     graph_->instantiate();
@@ -465,7 +465,8 @@ class PortablePlanner {
                       epn = static_cast<std::size_t>(layout_.epn);
     const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
                                  i64::shmem_size(R),       i32::shmem_size(2 * R + epn),
-                                 i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1)};
+                                 i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
+                                 i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch))};
     for (const std::size_t b : bytes) {
       if (compat::scratch_level_for(b) != 0) return false;
     }

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// moonep/impl/phase_c2_device.hpp — the device form of Phase C2's first
+// kernel, phaseC2_destinations_dedup (what it computes:
+// phase_c2_destinations.hpp; the host form's kernel is there too).
+//
+// One team thread per token, one vector lane per entry of the token (the
+// vector: K rounded up to a power of two, at most 32 lanes; on Kokkos::Cuda
+// a team of kC2Threads threads, sized_team_policy). Two vector loops over
+// the same ThreadVectorRange(K), so entry k has the same lane in both:
+//  1. each lane finds its entry's destination rank and raw slot (the
+//     binary search over its expert's acum) and stores both into team
+//     scratch at the entry;
+//  2. (the vector loop's end is a warp sync on Kokkos::Cuda) each lane reads
+//     its token's K ranks from scratch, derives its own dedup role (the
+//     primary of its rank is the first entry with that rank; a duplicate's
+//     index counts the duplicates before it; a primary's link counts those
+//     after it, step 7/8), loads what it stores through (the destination's
+//     chunk pointer, or its staging position) and then stores dst and its
+//     slot triple.
+// Why: the host form's thread walks its token's K entries one after
+// another, each a chain of dependent loads (id, cum, the search), and
+// reloads after each store (an int32 store may alias any later load). Here
+// the K searches run side by side on K lanes, a warp's loads of ids, pos
+// and dst are contiguous, and each lane issues its loads before its stores.
+//
+// What must stay true: scratch is stored only in loop 1, each entry by the
+// lane loop 2 gives the same k; a team thread holds one token's entries at
+// a time (on a host space it walks its tokens in turn, each over its own
+// scratch row); the results are the host form's, bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "moonep/config.hpp"
+#include "moonep/impl/chunk_layout.hpp"
+#include "moonep/impl/phase_a_local.hpp"
+#include "moonep/impl/portable_types.hpp"
+
+namespace moonep::impl::portable {
+
+// Threads per team of the device form's phaseC2_destinations_dedup, and
+// the int32 team scratch it takes (rank and raw slot of each lane's entry).
+inline constexpr int kC2Threads = 256;
+inline constexpr std::int64_t kC2Scratch = 2 * kC2Threads;
+
+// The vector of a token: K rounded up to a power of two (K <= kMaxTopk = 32).
+inline int c2_vector_width(int K) {
+  int v = 1;
+  while (v < K) v *= 2;
+  return v;
+}
+
+template <class Exec, class Staging>
+void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
+                                   const Staging& staging, const LocalRanks<Exec>& lr,
+                                   typename Types<Exec>::ivec dst_all) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int K = CL.K, E = CL.E, S = CL.S;
+  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
+  const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
+  const std::int64_t ow_cum = CL.own + CL.ow_cum;
+  const auto pos = in.pos;
+  const auto estart = in.estart;
+  const auto routing = lr.routing;
+  const auto chunk = lr.chunk;
+  const auto shared_tables = lr.shared_tables;
+  const auto direct = lr.direct_chunk;
+  const auto rank = lr.rank;
+  const LocalRanks<Exec> ranks = lr;
+  const IndexSplit split(S);
+  const int V = c2_vector_width(K);
+  const std::int64_t scratch_n = kC2Scratch, raw_at = kC2Threads;
+  // Tokens per team: one per team thread on a device space (V lanes each).
+  const std::int64_t per_team = kC2Threads / V;
+  const std::int64_t all_tokens = static_cast<std::int64_t>(lr.count) * S;
+  const int league = static_cast<int>((all_tokens + per_team - 1) / per_team);
+  int level = 0;
+  const auto policy = with_scratch<typename T::scratch_i32>(sized_team_policy(launch.exec(), league, kC2Threads, V),
+                                                            kC2Scratch, &level);
+  launch.parallel_for(
+      "moonep::portable::phaseC2_destinations_dedup", policy, KOKKOS_LAMBDA(const member& team) {
+        if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team)
+        typename T::scratch_i32 scratch(team.team_scratch(level), scratch_n);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
+          const std::int64_t ls = team.league_rank() * per_team + t;
+          if (ls >= all_tokens) return;
+          const std::int64_t l = split.quotient(ls), s = ls - l * S;
+          if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
+          std::int32_t* rank_of = scratch.data() + t * V;
+          std::int32_t* raw = rank_of + raw_at;
+          const std::int64_t first = s * K;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
+            const std::int32_t* shared = shared_tables(l).at;
+            const std::int64_t i = first + k;
+            const std::int32_t e = routing(l).at[i];
+            const std::int32_t j = pos(l * N + i);
+            const std::int64_t G = chunk(l).at[ow_cum + e] + (j - estart(l * E + e));
+            // First pair of e whose acum exceeds G.
+            std::int64_t lo = shared[sh_ptr + e], hi = shared[sh_ptr + e + 1] - 1;
+            while (lo < hi) {
+              const std::int64_t mid = (lo + hi) / 2;
+              if (shared[sh_pairs + 3 * mid + 1] > G) hi = mid; else lo = mid + 1;
+            }
+            rank_of[k] = shared[sh_pairs + 3 * lo];
+            raw[k] = static_cast<std::int32_t>(shared[sh_pairs + 3 * lo + 2] + G);
+          });
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
+            const std::int64_t i = first + k;
+            const std::int32_t d = rank_of[k];
+            // Entries of this token with rank d: before k, and in all; the first.
+            int before = 0, same = 0, primary = k;
+            for (int q = 0; q < K; ++q) {
+              const bool match = rank_of[q] == d;
+              before += match && q < k;
+              same += match;
+              primary = match && q < primary ? q : primary;
+            }
+            // Loads first: a store through an int32 pointer would order them after it.
+            const std::int32_t mine = raw[k], primary_raw = raw[primary];
+            const std::int32_t src = static_cast<std::int32_t>(static_cast<std::int64_t>(rank(l)) * NvS + i);
+            std::int32_t* to = direct(d).at;
+            to = to ? to + slots_at + 3 * (mine - d * NvS) : staging.data() + 3 * (l * N + pos(l * N + i));
+            std::int32_t link = -1, index = 0;
+            if (primary < k) {
+              dst_all(l * N + i) = -mine - 1;
+              link = static_cast<std::int32_t>(primary_raw - d * NvS);
+              index = before - 1;
+            } else {
+              dst_all(l * N + i) = mine;
+              if (same > 1) link = -1 - same;
+            }
+            to[0] = src;
+            to[1] = link;
+            to[2] = index;
+          });
+        });
+      });
+}
+
+}  // namespace moonep::impl::portable
