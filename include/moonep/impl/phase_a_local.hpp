@@ -288,15 +288,17 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
     const std::int64_t l = team.league_rank() / G, h0 = l * nb * E;
     const int e0 = (team.league_rank() % G) * EG;
     scratch sums(team.team_scratch(level), items);  // sums(sg * EG + k): expert e0 + k's blocks of segment sg
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
-      const std::int64_t e = e0 + i % EG, b0 = i / EG * seg, b1 = b0 + seg < nb ? b0 + seg : nb;
-      std::int32_t sum = 0;
-      if (e < E) {
-        for (std::int64_t b = b0; b < b1; ++b) sum += hist(h0 + b * E + e);
-      }
-      sums(i) = sum;
-    });
-    team.team_barrier();
+    if (NS > 1) {  // (one segment: nothing comes before it; at small S this pass was a round trip more)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
+        const std::int64_t e = e0 + i % EG, b0 = i / EG * seg, b1 = b0 + seg < nb ? b0 + seg : nb;
+        std::int32_t sum = 0;
+        if (e < E) {
+          for (std::int64_t b = b0; b < b1; ++b) sum += hist(h0 + b * E + e);
+        }
+        sums(i) = sum;
+      });
+      team.team_barrier();
+    }
     constexpr std::int64_t kPrefetch = 16;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
       const std::int64_t k = i % EG, e = e0 + k, sg = i / EG;
@@ -349,10 +351,13 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
       if (p > 0) Kokkos::atomic_add(&problems(), p);
     });
   };
+  // A thread per item, or per expert where the rank's last team scans more
+  // (E > items: small S, one segment), so that its scan runs in one round.
   int unused_level = 0;
-  launch.parallel_for("moonep::portable::validate_block_offsets",
-                      one_round_team_policy<scratch>(launch.exec(), s.L * G, items, items, &unused_level, offsets),
-                      offsets);
+  launch.parallel_for(
+      "moonep::portable::validate_block_offsets",
+      one_round_team_policy<scratch>(launch.exec(), s.L * G, items > E ? items : E, items, &unused_level, offsets),
+      offsets);
 }
 
 // Phase A, every local rank, host form: its receive slots start empty (-1)
