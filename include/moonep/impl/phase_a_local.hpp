@@ -23,13 +23,15 @@
 //    (no scan, no reduction into a value: each can be a node of the step
 //    graph, portable_types.hpp). hist[l][b][e] (expert fastest: the teams
 //    write and read it coalesced) is counted in team scratch with atomics
-//    (validate_histogram, one team per block); validate_block_offsets, one
-//    team per rank, turns the rank's blocks into base[l][b][e] (its
-//    e-entries in the blocks before b), counts, estart (a team scan over E)
-//    and the rank's problems; phaseAC1_clear_and_scatter, one team per
-//    block, clears its share of the rank's receive slots (Phase A) and
-//    ranks each entry among the earlier entries of its block, held in team
-//    scratch (C1): estart + base + that rank.
+//    (validate_histogram, one team per block); validate_block_offsets, a
+//    few teams per rank (each a group of experts, a thread per expert and
+//    segment of blocks), turns the rank's blocks into base[l][b][e] (its
+//    e-entries in the blocks before b) and counts, and the rank's last team
+//    to finish its estart (a team scan over E) and the rank's problems;
+//    phaseAC1_clear_and_scatter, one team per block, clears its share of
+//    the rank's receive slots (Phase A) and ranks each entry among the
+//    earlier entries of its block, held in team scratch (C1): estart +
+//    base + that rank.
 // Both give the same positions; the style changes the blocks and kernels.
 //
 // What must stay true: the histogram never writes out of bounds for a bad
@@ -45,6 +47,31 @@
 #include "moonep/world.hpp"
 
 namespace moonep::impl::portable {
+
+// How validate_block_offsets (device form) cuts a rank's E x nblocks
+// counters: `groups` teams per rank of `experts` experts each (about eight
+// teams per rank, 8 to 32 experts: whole 32-byte sectors of a hist row),
+// and each expert's blocks into `segments` runs of `seg` blocks (at least
+// kMinSeg, at most kMaxSegments runs: the team scratch, experts *
+// segments int32, stays within 4 KiB). At the headline (E = 256, 128
+// blocks) 8 teams of 32 experts x 8 segments of 16 blocks per rank.
+struct BlockOffsetsShape {
+  static constexpr int kMinSeg = 16, kMaxSegments = 32;
+  int experts = 1, groups = 1, seg = 1, segments = 1;
+  static BlockOffsetsShape of(int E, int nb) {
+    BlockOffsetsShape g;
+    int eg = ((E + 7) / 8 + 7) / 8 * 8;
+    eg = eg < 8 ? 8 : eg > 32 ? 32 : eg;
+    g.experts = eg < E ? eg : E;
+    g.groups = (E + g.experts - 1) / g.experts;
+    g.seg = (nb + kMaxSegments - 1) / kMaxSegments;
+    if (g.seg < kMinSeg) g.seg = kMinSeg;
+    g.segments = (nb + g.seg - 1) / g.seg;
+    if (g.segments < 1) g.segments = 1;
+    return g;
+  }
+  std::int64_t items() const { return static_cast<std::int64_t>(experts) * segments; }
+};
 
 template <class Exec>
 struct InputScratch {
@@ -62,6 +89,7 @@ struct InputScratch {
   typename T::ivec pos;        // [L][N] sorted position of each entry in its rank
   Kokkos::View<std::int64_t, typename T::mem> bad;  // host: ids outside [0, E) the histogram saw
   typename T::ivec block_bad;  // device: [L][nblocks] ids outside [0, E) in each block
+  typename T::ivec done;       // device: [L] teams of validate_block_offsets done this step (0 between steps)
   // The step's status on the device, read back by the host in one copy:
   // [0] the validation result, problems found (bad ids, mismatching counts,
   // bad token counts; LocalRanks::stop points here), [1] the pairs Phase B
@@ -82,7 +110,10 @@ struct InputScratch {
     estart = typename T::ivec(p + "estart", static_cast<std::size_t>(L) * E);
     pos = compat::uninitialized_view<typename T::ivec>(p + "pos", static_cast<std::size_t>(L * N));
     bad = Kokkos::View<std::int64_t, typename T::mem>(p + "bad");
-    if (!host_style) block_bad = typename T::ivec(p + "block_bad", static_cast<std::size_t>(L) * nblocks);
+    if (!host_style) {
+      block_bad = typename T::ivec(p + "block_bad", static_cast<std::size_t>(L) * nblocks);
+      done = typename T::ivec(p + "done", static_cast<std::size_t>(L));  // zeroed once, reset by the kernel
+    }
     status = typename T::lvec(p + "status", 2);
     problems = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(status.data());
   }
@@ -172,8 +203,8 @@ void validate_host(const Exec& exec, const InputScratch<Exec>& s, const LocalRan
       problems);
 }
 
-// The same, device form, in two kernels (one team per block, then one per
-// rank) that leave the same counts, starts and problem count; hist and base
+// The same, device form, in two kernels (one team per block, then a few
+// per rank) that leave the same counts, starts and problem count; hist and base
 // are laid out per block (see above). The first zeroes the problem count,
 // to which the second's teams add their rank's problems (a given
 // tokens_per_expert is compared where its pointer is set).
@@ -225,50 +256,108 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
   const auto counts = s.counts;
   const auto estart = s.estart;
   const auto tpe = lr.tpe;
-  launch.parallel_for(
-      "moonep::portable::validate_block_offsets", typename T::team_policy(launch.exec(), s.L, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const member& team) {
-        const std::int64_t l = team.league_rank(), h0 = l * nb * E;
-        // Per expert, its entries in the blocks before each block: one
-        // thread per expert walks the blocks (hist[l][b][e]: coalesced),
-        // kPrefetch counts loaded before their bases are stored: the
-        // compiler cannot move a load of hist past a store to base (both
-        // int32 views), so one at a time each block cost a load's latency
-        // (116 us of a 203 us step at the headline on an H100, by ncu).
-        constexpr std::int64_t kPrefetch = 16;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
-          std::int32_t run = 0;
-          for (std::int64_t b0 = 0; b0 < nb; b0 += kPrefetch) {
-            std::int32_t got[kPrefetch];
-            const std::int64_t n = nb - b0 < kPrefetch ? nb - b0 : kPrefetch;
-            for (std::int64_t j = 0; j < kPrefetch; ++j) got[j] = j < n ? hist(h0 + (b0 + j) * E + e) : 0;
-            for (std::int64_t j = 0; j < n; ++j) {
-              base(h0 + (b0 + j) * E + e) = run;
-              run += got[j];
-            }
-          }
-          counts(l * E + e) = run;
-        });
-        team.team_barrier();
-        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
-          const std::int32_t c = counts(l * E + e);
-          if (final) estart(l * E + e) = run;
-          run += c;
-        });
-        const std::int32_t* given = tpe(l).at;  // tokens_per_expert, or null
-        std::int64_t mismatches = 0, bad_ids = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, E),
-            [&](const int e, std::int64_t& acc) { acc += given && given[e] != counts(l * E + e) ? 1 : 0; },
-            mismatches);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, nb), [&](const int b, std::int64_t& acc) { acc += block_bad(l * nb + b); },
-            bad_ids);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          const std::int64_t p = mismatches + bad_ids + (ranks.bad_tokens(l) ? 1 : 0);
-          if (p > 0) Kokkos::atomic_add(&problems(), p);
-        });
+  const auto done = s.done;
+  // validate_block_offsets: G teams per rank, each a group of EG experts,
+  // a thread per (expert, segment of `seg` blocks) item (expert fastest:
+  // a warp's loads of hist[l][b][e0..] are coalesced). One team per rank
+  // left 124 of an H100's 132 SMs idle and made each thread walk all nb
+  // blocks (26 us at the headline, the step's largest kernel). Pass 1:
+  // each item sums its segment into team scratch; pass 2: it adds the sums
+  // of its expert's earlier segments and stores its bases (kPrefetch
+  // counts loaded before their bases are stored: the compiler cannot move
+  // a load of hist past a store to base, both int32 views, so one at a
+  // time each block cost a load's latency), and the last segment stores
+  // counts[l][e].
+  // What needs the whole rank (estart, a scan of counts over E, and the
+  // rank's problems) is done by the rank's team that finishes last: each
+  // team, its counts stored, fences (every thread) and adds 1 to done[l]
+  // (one atomic); the team that sees G-1 fences again and reads the other
+  // teams' counts (volatile loads: not from a stale cache line), which the
+  // fences make visible to it; no team waits for another (no spin, no
+  // forward-progress assumption). What must stay true: done[l] is back at
+  // 0 after every step, whatever the input (the last team resets it; every
+  // team always counts itself, bad input included; the next step's kernel
+  // runs after this one ends); the scan and the problem count are those of
+  // a single team per rank (same order, same value).
+  const BlockOffsetsShape shape = BlockOffsetsShape::of(E, nb);
+  const int EG = shape.experts, G = shape.groups;
+  const std::int64_t seg = shape.seg, NS = shape.segments, items = shape.items();
+  using scratch = typename T::scratch_i32;
+  const int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(items)));
+  const auto offsets = KOKKOS_LAMBDA(const member& team) {
+    const std::int64_t l = team.league_rank() / G, h0 = l * nb * E;
+    const int e0 = (team.league_rank() % G) * EG;
+    scratch sums(team.team_scratch(level), items);  // sums(sg * EG + k): expert e0 + k's blocks of segment sg
+    if (NS > 1) {  // (one segment: nothing comes before it; at small S this pass was a round trip more)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
+        const std::int64_t e = e0 + i % EG, b0 = i / EG * seg, b1 = b0 + seg < nb ? b0 + seg : nb;
+        std::int32_t sum = 0;
+        if (e < E) {
+          for (std::int64_t b = b0; b < b1; ++b) sum += hist(h0 + b * E + e);
+        }
+        sums(i) = sum;
       });
+      team.team_barrier();
+    }
+    constexpr std::int64_t kPrefetch = 16;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
+      const std::int64_t k = i % EG, e = e0 + k, sg = i / EG;
+      if (e >= E) return;
+      std::int32_t run = 0;
+      for (std::int64_t j = 0; j < sg; ++j) run += sums(j * EG + k);
+      const std::int64_t b1 = (sg + 1) * seg < nb ? (sg + 1) * seg : nb;
+      for (std::int64_t b0 = sg * seg; b0 < b1; b0 += kPrefetch) {
+        std::int32_t got[kPrefetch];
+        const std::int64_t n = b1 - b0 < kPrefetch ? b1 - b0 : kPrefetch;
+        for (std::int64_t j = 0; j < kPrefetch; ++j) got[j] = j < n ? hist(h0 + (b0 + j) * E + e) : 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          base(h0 + (b0 + j) * E + e) = run;
+          run += got[j];
+        }
+      }
+      if (sg == NS - 1) counts(l * E + e) = run;
+    });
+    // Release: every thread's counts (and bases) before the team's count.
+    Kokkos::memory_fence();
+    team.team_barrier();
+    int last = 0;
+    Kokkos::single(
+        Kokkos::PerTeam(team),
+        [&](int& is_last) {
+          is_last = Kokkos::atomic_fetch_add(&done(l), 1) == G - 1 ? 1 : 0;
+          if (is_last) done(l) = 0;  // every team of rank l has counted: ready for the next step
+          Kokkos::memory_fence();
+        },
+        last);
+    if (!last) return;  // the whole team agrees (broadcast), before any further barrier
+    // Acquire: the other teams' counts, seen by every thread of this one.
+    Kokkos::memory_fence();
+    const volatile std::int32_t* rank_counts = counts.data() + l * E;
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+      const std::int32_t c = rank_counts[e];
+      if (final) estart(l * E + e) = run;
+      run += c;
+    });
+    const std::int32_t* given = tpe(l).at;  // tokens_per_expert, or null
+    std::int64_t mismatches = 0, bad_ids = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, E),
+        [&](const int e, std::int64_t& acc) { acc += given && given[e] != rank_counts[e] ? 1 : 0; }, mismatches);
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, nb), [&](const int b, std::int64_t& acc) { acc += block_bad(l * nb + b); },
+        bad_ids);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      const std::int64_t p = mismatches + bad_ids + (ranks.bad_tokens(l) ? 1 : 0);
+      if (p > 0) Kokkos::atomic_add(&problems(), p);
+    });
+  };
+  // A thread per item, or per expert where the rank's last team scans more
+  // (E > items: small S, one segment), so that its scan runs in one round.
+  int unused_level = 0;
+  launch.parallel_for(
+      "moonep::portable::validate_block_offsets",
+      one_round_team_policy<scratch>(launch.exec(), s.L * G, items > E ? items : E, items, &unused_level, offsets),
+      offsets);
 }
 
 // Phase A, every local rank, host form: its receive slots start empty (-1)

@@ -66,16 +66,11 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
     return;
   }
   using T = Types<Exec>;
-  const int K = CL.K, E = CL.E, S = CL.S;
+  const int K = CL.K, S = CL.S;
   const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
-  const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
-  const std::int64_t ow_cum = CL.own + CL.ow_cum;
   const auto pos = in.pos;
-  const auto estart = in.estart;
   const auto staging = ps.staging;
-  const auto routing = lr.routing;
-  const auto chunk = lr.chunk;
-  const auto shared_tables = lr.shared_tables;
+  const EntryDestination<Exec> destination(CL, in, lr);
   const auto direct = lr.direct_chunk;
   const auto rank = lr.rank;
   const LocalRanks<Exec> ranks = lr;
@@ -87,27 +82,11 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
         if (ranks.stopped()) return;  // bad input: nothing is touched
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
         if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
-        const std::int32_t* ids = routing(l).at;
-        const std::int32_t* shared = shared_tables(l).at;
-        const std::int32_t* cum = chunk(l).at + ow_cum;
         const std::int64_t src_base = static_cast<std::int64_t>(rank(l)) * NvS;
         std::int32_t raw[32];
         std::int32_t rank_of[32];
         const std::int64_t first = s * K;
-        for (int k = 0; k < K; ++k) {
-          const std::int64_t i = first + k;
-          const std::int32_t e = ids[i];
-          const std::int32_t j = pos(l * N + i);
-          const std::int64_t G = cum[e] + (j - estart(l * E + e));
-          // First pair of e whose acum exceeds G.
-          std::int64_t lo = shared[sh_ptr + e], hi = shared[sh_ptr + e + 1] - 1;
-          while (lo < hi) {
-            const std::int64_t mid = (lo + hi) / 2;
-            if (shared[sh_pairs + 3 * mid + 1] > G) hi = mid; else lo = mid + 1;
-          }
-          rank_of[k] = shared[sh_pairs + 3 * lo];
-          raw[k] = static_cast<std::int32_t>(shared[sh_pairs + 3 * lo + 2] + G);
-        }
+        for (int k = 0; k < K; ++k) destination(l, first + k, rank_of[k], raw[k]);
         // Step 7/8 within the token in O(K): per destination rank, its
         // first k (the primary) and how many later entries share it. R is
         // at most kMaxRanks, so the per-rank tables fit on the stack.

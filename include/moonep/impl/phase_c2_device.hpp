@@ -38,6 +38,48 @@
 
 namespace moonep::impl::portable {
 
+// Step 6 for entry i of local rank l, the search both forms of
+// phaseC2_destinations_dedup run: its destination rank and raw slot, from
+// the first pair of its expert whose acum exceeds the entry's place G in
+// the expert's order (the rank's own cumulative count plus its position
+// among the expert's entries).
+template <class Exec>
+struct EntryDestination {
+  using T = Types<Exec>;
+  int E;
+  std::int64_t N, sh_ptr, sh_pairs, ow_cum;
+  typename T::ivec pos, estart;
+  typename T::crefs routing;
+  typename T::refs chunk, shared_tables;
+
+  EntryDestination(const ChunkLayout& CL, const InputScratch<Exec>& in, const LocalRanks<Exec>& lr)
+      : E(CL.E),
+        N(CL.N),
+        sh_ptr(CL.sh_ptr),
+        sh_pairs(CL.sh_pairs),
+        ow_cum(CL.own + CL.ow_cum),
+        pos(in.pos),
+        estart(in.estart),
+        routing(lr.routing),
+        chunk(lr.chunk),
+        shared_tables(lr.shared_tables) {}
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t l, std::int64_t i, std::int32_t& rank,
+                                         std::int32_t& raw) const {
+    const std::int32_t* shared = shared_tables(l).at;
+    const std::int32_t e = routing(l).at[i];
+    const std::int32_t j = pos(l * N + i);
+    const std::int64_t G = chunk(l).at[ow_cum + e] + (j - estart(l * E + e));
+    std::int64_t lo = shared[sh_ptr + e], hi = shared[sh_ptr + e + 1] - 1;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (shared[sh_pairs + 3 * mid + 1] > G) hi = mid; else lo = mid + 1;
+    }
+    rank = shared[sh_pairs + 3 * lo];
+    raw = static_cast<std::int32_t>(shared[sh_pairs + 3 * lo + 2] + G);
+  }
+};
+
 // Threads per team of the device form's phaseC2_destinations_dedup, and
 // the int32 team scratch it takes (rank and raw slot of each lane's entry).
 inline constexpr int kC2Threads = 256;
@@ -56,15 +98,10 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
                                    typename Types<Exec>::ivec dst_all) {
   using T = Types<Exec>;
   using member = typename T::member;
-  const int K = CL.K, E = CL.E, S = CL.S;
+  const int K = CL.K, S = CL.S;
   const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
-  const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
-  const std::int64_t ow_cum = CL.own + CL.ow_cum;
   const auto pos = in.pos;
-  const auto estart = in.estart;
-  const auto routing = lr.routing;
-  const auto chunk = lr.chunk;
-  const auto shared_tables = lr.shared_tables;
+  const EntryDestination<Exec> destination(CL, in, lr);
   const auto direct = lr.direct_chunk;
   const auto rank = lr.rank;
   const LocalRanks<Exec> ranks = lr;
@@ -90,21 +127,8 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
           std::int32_t* rank_of = scratch.data() + t * V;
           std::int32_t* raw = rank_of + raw_at;
           const std::int64_t first = s * K;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
-            const std::int32_t* shared = shared_tables(l).at;
-            const std::int64_t i = first + k;
-            const std::int32_t e = routing(l).at[i];
-            const std::int32_t j = pos(l * N + i);
-            const std::int64_t G = chunk(l).at[ow_cum + e] + (j - estart(l * E + e));
-            // First pair of e whose acum exceeds G.
-            std::int64_t lo = shared[sh_ptr + e], hi = shared[sh_ptr + e + 1] - 1;
-            while (lo < hi) {
-              const std::int64_t mid = (lo + hi) / 2;
-              if (shared[sh_pairs + 3 * mid + 1] > G) hi = mid; else lo = mid + 1;
-            }
-            rank_of[k] = shared[sh_pairs + 3 * lo];
-            raw[k] = static_cast<std::int32_t>(shared[sh_pairs + 3 * lo + 2] + G);
-          });
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K),
+                               [&](const int k) { destination(l, first + k, rank_of[k], raw[k]); });
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
             const std::int64_t i = first + k;
             const std::int32_t d = rank_of[k];

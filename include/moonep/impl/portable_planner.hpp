@@ -466,7 +466,9 @@ class PortablePlanner {
     const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
                                  i64::shmem_size(R),       i32::shmem_size(2 * R + epn),
                                  i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
-                                 i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch))};
+                                 i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
+                                 i32::shmem_size(static_cast<std::size_t>(
+                                     portable::BlockOffsetsShape::of(layout_.E, input_.nblocks).items()))};
     for (const std::size_t b : bytes) {
       if (compat::scratch_level_for(b) != 0) return false;
     }
