@@ -56,12 +56,20 @@ struct PublishScratch {
 
 // Writes dst of every local rank (dst_all, [L][N]) and every entry's slot
 // triple (in place or into staging), by the host form's kernel (one thread
-// walking each token's entries) or the device form's (phase_c2_device.hpp).
+// walking each token's entries) or, in the device form on a device space,
+// the device kernel (phase_c2_device.hpp). The device form on a host space
+// (the tests' PortableDeviceForm) keeps the host kernel: there the device
+// kernel's vector loops are serial anyway, and its team kernel made
+// Kokkos::Threads reallocate its thread scratch in every step of the step
+// graph (test_portable_labels, Kokkos develop: Threads reallocates to a
+// kernel's own sizes whenever it needs more than the last reallocation
+// kept). So that kernel runs in the tests on a GPU (the device runs,
+// compute-sanitizer included) and is compiled by CI's cuda leg.
 template <class Exec>
 void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
                             typename Types<Exec>::ivec dst_all, bool host_style) {
-  if (!host_style) {
+  if (!host_style && !Types<Exec>::host) {
     destinations_and_dedup_device(launch, CL, in, ps.staging, lr, dst_all);
     return;
   }

@@ -25,8 +25,8 @@
 //
 // What must stay true: scratch is stored only in loop 1, each entry by the
 // lane loop 2 gives the same k; a team thread holds one token's entries at
-// a time (on a host space it walks its tokens in turn, each over its own
-// scratch row); the results are the host form's, bit for bit.
+// a time; the results are the host form's, bit for bit. It runs on device
+// spaces only (phase_c2_destinations.hpp says why).
 #pragma once
 
 #include <cstdint>
