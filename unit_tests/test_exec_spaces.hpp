@@ -12,7 +12,8 @@
 // (portable::default_phase_form: Serial, OpenMP, Threads), the device form
 // (Planner<Exec, impl::PortableDeviceForm>), so the device kernels (GPU
 // block sizes, team scratch, the team scans, the step graph) are checked on
-// every build, without a GPU. PortableSubmissionVariants adds, on every
+// every build, without a GPU (all but Phase C2's, which runs on device
+// spaces only: phase_c2_destinations.hpp says why). PortableSubmissionVariants adds, on every
 // execution space, the device form with its in-process step launched kernel
 // by kernel rather than as one graph (Planner<Exec,
 // impl::PortableDeviceSequence>: what a build without graphs, or a step
