@@ -260,8 +260,8 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
   // validate_block_offsets: G teams per rank, each a group of EG experts,
   // a thread per (expert, segment of `seg` blocks) item (expert fastest:
   // a warp's loads of hist[l][b][e0..] are coalesced). One team per rank
-  // left 124 of an H100's 132 SMs idle and made each thread walk all nb
-  // blocks (26 us at the headline, the step's largest kernel). Pass 1:
+  // left most of a GPU's multiprocessors idle and made each thread walk all
+  // nb blocks, a long chain of dependent loads. Pass 1:
   // each item sums its segment into team scratch; pass 2: it adds the sums
   // of its expert's earlier segments and stores its bases (kPrefetch
   // counts loaded before their bases are stored: the compiler cannot move
