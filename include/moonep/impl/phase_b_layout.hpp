@@ -36,157 +36,225 @@
 
 namespace moonep::impl::portable {
 
-// Steps 4 and 5, one team per destination d. The copy candidates are d's
-// donor's epn experts with a positive count on d (local index j <->
-// expert donor*epn + j, so "ties to the largest expert id" is "to the
-// largest j"). Scratch: the donor's counts on d, then a picked flag per j.
+// What steps 4 and 5 and the pairs read and write, copied into the
+// kernels; layout() and pairs() are the bodies of the host form's two
+// kernels, which the device form's one kernel runs one after the other.
+template <class Exec>
+struct LayoutStep {
+  using T = Types<Exec>;
+  int R, E, B, epn;
+  std::int64_t tp, ow_cu, ow_zfr, ow_rs, sh_etc, NvS, cap, sh_ptr, sh_pairs;
+  typename T::ivec donor_of;
+  typename T::imat alloc, expert_offset;
+  typename T::refs tables;
+  Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> npairs;
+  std::int32_t* chunk0;
+
+  LayoutStep(const ChunkLayout& L, const RootScratch<Exec>& rs, std::int32_t* chunk0_)
+      : R(L.R), E(L.E), B(L.B), epn(L.epn), tp(L.tp), ow_cu(L.ow_cu), ow_zfr(L.ow_zfr), ow_rs(L.ow_rs),
+        sh_etc(L.shared + L.sh_etc), NvS(L.NvS), cap(L.pair_capacity), sh_ptr(L.shared + L.sh_ptr),
+        sh_pairs(L.shared + L.sh_pairs), donor_of(rs.donor_of), alloc(rs.alloc), expert_offset(rs.expert_offset),
+        tables(rs.tables), npairs(rs.npairs), chunk0(chunk0_) {}
+
+  // Scratch of layout(): the donor's counts on d, then a picked flag per j.
+  std::int64_t scratch_n() const { return 2 * static_cast<std::int64_t>(epn); }
+
+  // Steps 4 and 5 for destination d, by the whole team. The copy
+  // candidates are d's donor's epn experts with a positive count on d
+  // (local index j <-> expert donor*epn + j, so "ties to the largest expert
+  // id" is "to the largest j").
+  template <class Member, class Scratch>
+  KOKKOS_INLINE_FUNCTION void layout(const Member& team, const int d, const Scratch& all) const {
+    const int donor = donor_of(d);
+    std::int32_t* own = tables(d).at;
+    const int first = donor >= 0 ? donor * epn : 0;
+    auto count = Kokkos::subview(all, Kokkos::make_pair(0, epn));
+    auto picked = Kokkos::subview(all, Kokkos::make_pair(epn, 2 * epn));
+    std::int32_t* etc = chunk0 + sh_etc + static_cast<std::int64_t>(d) * B;
+    // Preset before the barrier, overwritten after it: the copy slots
+    // to -1 (those left unfilled), remote_stats[d][0] to 0 (no
+    // candidate).
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
+      count(j) = donor >= 0 ? alloc(first + j, d) : 0;
+      picked(j) = 0;
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, B), [&](const int b) { etc[b] = -1; });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs] = 0; });
+    team.team_barrier();
+    // Step 4: candidate j's slot is the number of candidates before it
+    // in (count desc, id desc) (a count above c > 0 is a candidate's);
+    // the last candidate, none after it, writes their number
+    // (remote_stats[d][0]), so that no team reduction is needed.
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
+      const std::int32_t c = count(j);
+      if (c <= 0) return;
+      int before = 0, after = 0;
+      for (int j2 = 0; j2 < epn; ++j2) {
+        const std::int32_t c2 = count(j2);
+        before += (c2 > c || (c2 == c && j2 > j)) ? 1 : 0;
+        after += (c2 > 0 && (c2 < c || (c2 == c && j2 < j))) ? 1 : 0;
+      }
+      if (before < B) {
+        etc[before] = first + j;
+        picked(j) = 1;
+      }
+      if (after == 0) own[ow_rs] = before + 1;
+    });
+    team.team_barrier();
+    // Step 5: group g < E is expert g unless picked (its count: d's
+    // own alloc for d's experts, the donor's count on d, else 0),
+    // group E + b the b-th copy.
+    Kokkos::parallel_scan(
+        Kokkos::TeamThreadRange(team, E + B), [&](const int g, std::int64_t& start, const bool final) {
+          std::int32_t expert = g;
+          std::int64_t n = 0;
+          if (g >= E) {
+            expert = etc[g - E];
+            n = expert >= 0 ? count(expert - first) : 0;
+          } else if (g / epn == d) {
+            n = alloc(g, d);
+          } else if (donor >= 0 && g / epn == donor) {
+            const int j = g - first;
+            expert = picked(j) != 0 ? -1 : g;
+            n = expert >= 0 ? count(j) : 0;
+          }
+          const std::int64_t padded = padded_size(n, tp);
+          if (final) {
+            own[ow_cu + g] = static_cast<std::int32_t>(start + padded);
+            const bool pad = n > 0 && padded > n;
+            own[ow_zfr + 2 * g] = pad ? static_cast<std::int32_t>(start + n) : 0;
+            own[ow_zfr + 2 * g + 1] = pad ? static_cast<std::int32_t>(padded - n) : 0;
+            if (expert >= 0) expert_offset(d, expert) = static_cast<std::int32_t>(start);
+          }
+          start += padded;
+        });
+  }
+
+  // The (expert, destination) pairs, by the whole team: a team scan of
+  // each expert's pair count into expert_ptr; in the scan's final pass
+  // each thread also writes its expert's pairs, in destination order, with
+  // its acum and dst base (its alloc row and expert_offset column loaded
+  // kLoadBatch destinations at a time before the stores). kOtherTeams:
+  // expert_offset was stored by other teams of this kernel (volatile
+  // loads: not from a stale cache line).
+  template <bool kOtherTeams, class Member>
+  KOKKOS_INLINE_FUNCTION void pairs(const Member& team) const {
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+      std::int64_t p = run, acum = 0;
+      std::int32_t c = 0;
+      for (int d0 = 0; d0 < R; d0 += kLoadBatch) {
+        std::int32_t a[kLoadBatch], off[kLoadBatch];
+        for (int k = 0; k < kLoadBatch; ++k) {
+          const bool in = d0 + k < R;
+          a[k] = in ? alloc(e, d0 + k) : 0;
+          const std::int32_t* at = in && final ? &expert_offset(d0 + k, e) : nullptr;
+          off[k] = !at ? 0 : kOtherTeams ? *static_cast<const volatile std::int32_t*>(at) : *at;
+        }
+        for (int k = 0; k < kLoadBatch; ++k) {
+          if (a[k] <= 0) continue;
+          const std::int64_t before = acum;
+          acum += a[k];
+          if (final && p < cap) {
+            const std::int64_t d = d0 + k;
+            chunk0[sh_pairs + 3 * p] = static_cast<std::int32_t>(d);
+            chunk0[sh_pairs + 3 * p + 1] = static_cast<std::int32_t>(acum);
+            chunk0[sh_pairs + 3 * p + 2] = static_cast<std::int32_t>(d * NvS + off[k] - before);
+          }
+          ++p;
+          ++c;
+        }
+      }
+      if (final) {
+        chunk0[sh_ptr + e] = run;
+        if (e == E - 1) {
+          chunk0[sh_ptr + E] = run + c;
+          npairs() = run + c;
+        }
+      }
+      run += c;
+    });
+  }
+};
+
+// The host form's steps 4 and 5: one team per destination d.
 template <class Exec>
 void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
                     std::int32_t* chunk0) {
   using T = Types<Exec>;
   using member = typename T::member;
-  const int R = L.R, E = L.E, B = L.B, epn = L.epn;
-  const std::int64_t tp = L.tp;
-  const std::int64_t ow_cu = L.ow_cu, ow_zfr = L.ow_zfr, ow_rs = L.ow_rs;
-  const std::int64_t sh_etc = L.shared + L.sh_etc;
-  const auto donor_of = rs.donor_of;
-  const auto alloc = rs.alloc;
-  const auto expert_offset = rs.expert_offset;
-  const auto tables = rs.tables;
-  const std::int64_t* const stop = rs.stop;
   using scratch = typename T::scratch_i32;
-  const std::int64_t scratch_n = 2 * static_cast<std::int64_t>(epn);
+  const LayoutStep<Exec> step(L, rs, chunk0);
+  const std::int64_t* const stop = rs.stop;
+  const std::int64_t scratch_n = step.scratch_n();
   int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
   const auto body = KOKKOS_LAMBDA(const member& team) {
-        // (d's donor and tables pointer loaded with the stop flag: reads
-        // of scratch, harmless on bad input, one latency fewer.)
-        const int d = team.league_rank();
-        const int donor = donor_of(d);
-        std::int32_t* own = tables(d).at;
-        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-        const int first = donor >= 0 ? donor * epn : 0;
-        typename T::scratch_i32 all(team.team_scratch(level), 2 * epn);
-        auto count = Kokkos::subview(all, Kokkos::make_pair(0, epn));
-        auto picked = Kokkos::subview(all, Kokkos::make_pair(epn, 2 * epn));
-        std::int32_t* etc = chunk0 + sh_etc + static_cast<std::int64_t>(d) * B;
-        // Preset before the barrier, overwritten after it: the copy slots
-        // to -1 (those left unfilled), remote_stats[d][0] to 0 (no
-        // candidate).
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
-          count(j) = donor >= 0 ? alloc(first + j, d) : 0;
-          picked(j) = 0;
-        });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, B), [&](const int b) { etc[b] = -1; });
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs] = 0; });
-        team.team_barrier();
-        // Step 4: candidate j's slot is the number of candidates before it
-        // in (count desc, id desc) (a count above c > 0 is a candidate's);
-        // the last candidate, none after it, writes their number
-        // (remote_stats[d][0]), so that no team reduction is needed.
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, epn), [&](const int j) {
-          const std::int32_t c = count(j);
-          if (c <= 0) return;
-          int before = 0, after = 0;
-          for (int j2 = 0; j2 < epn; ++j2) {
-            const std::int32_t c2 = count(j2);
-            before += (c2 > c || (c2 == c && j2 > j)) ? 1 : 0;
-            after += (c2 > 0 && (c2 < c || (c2 == c && j2 < j))) ? 1 : 0;
-          }
-          if (before < B) {
-            etc[before] = first + j;
-            picked(j) = 1;
-          }
-          if (after == 0) own[ow_rs] = before + 1;
-        });
-        team.team_barrier();
-        // Step 5: group g < E is expert g unless picked (its count: d's
-        // own alloc for d's experts, the donor's count on d, else 0),
-        // group E + b the b-th copy.
-        Kokkos::parallel_scan(
-            Kokkos::TeamThreadRange(team, E + B), [&](const int g, std::int64_t& start, const bool final) {
-              std::int32_t expert = g;
-              std::int64_t n = 0;
-              if (g >= E) {
-                expert = etc[g - E];
-                n = expert >= 0 ? count(expert - first) : 0;
-              } else if (g / epn == d) {
-                n = alloc(g, d);
-              } else if (donor >= 0 && g / epn == donor) {
-                const int j = g - first;
-                expert = picked(j) != 0 ? -1 : g;
-                n = expert >= 0 ? count(j) : 0;
-              }
-              const std::int64_t padded = padded_size(n, tp);
-              if (final) {
-                own[ow_cu + g] = static_cast<std::int32_t>(start + padded);
-                const bool pad = n > 0 && padded > n;
-                own[ow_zfr + 2 * g] = pad ? static_cast<std::int32_t>(start + n) : 0;
-                own[ow_zfr + 2 * g + 1] = pad ? static_cast<std::int32_t>(padded - n) : 0;
-                if (expert >= 0) expert_offset(d, expert) = static_cast<std::int32_t>(start);
-              }
-              start += padded;
-            });
-      };
+    if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+    step.layout(team, team.league_rank(), scratch(team.team_scratch(level), scratch_n));
+  };
   launch.parallel_for("moonep::portable::phaseB_layout",
-                      one_round_team_policy<scratch>(launch.exec(), R, E + B, scratch_n, &level, body), body);
+                      one_round_team_policy<scratch>(launch.exec(), L.R, L.E + L.B, scratch_n, &level, body), body);
 }
 
-// The (expert, destination) pairs: a team scan of each expert's pair count
-// into expert_ptr; in the scan's final pass each thread also writes its
-// expert's pairs, in destination order, with its acum and dst base (its
-// alloc row and expert_offset column loaded kLoadBatch destinations at a
-// time before the stores).
+// The host form's pairs: one team, a thread per expert.
 template <class Exec>
 void phase_b_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
                    std::int32_t* chunk0) {
   using T = Types<Exec>;
   using member = typename T::member;
-  const int R = L.R, E = L.E;
-  const std::int64_t NvS = L.NvS, cap = L.pair_capacity;
-  const std::int64_t sh_ptr = L.shared + L.sh_ptr, sh_pairs = L.shared + L.sh_pairs;
-  const auto alloc = rs.alloc;
-  const auto expert_offset = rs.expert_offset;
-  const auto npairs = rs.npairs;
+  const LayoutStep<Exec> step(L, rs, chunk0);
   const std::int64_t* const stop = rs.stop;
   const auto body = KOKKOS_LAMBDA(const member& team) {
-        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-        Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
-          std::int64_t p = run, acum = 0;
-          std::int32_t c = 0;
-          for (int d0 = 0; d0 < R; d0 += kLoadBatch) {
-            std::int32_t a[kLoadBatch], off[kLoadBatch];
-            for (int k = 0; k < kLoadBatch; ++k) {
-              const bool in = d0 + k < R;
-              a[k] = in ? alloc(e, d0 + k) : 0;
-              off[k] = in && final ? expert_offset(d0 + k, e) : 0;
-            }
-            for (int k = 0; k < kLoadBatch; ++k) {
-              if (a[k] <= 0) continue;
-              const std::int64_t before = acum;
-              acum += a[k];
-              if (final && p < cap) {
-                const std::int64_t d = d0 + k;
-                chunk0[sh_pairs + 3 * p] = static_cast<std::int32_t>(d);
-                chunk0[sh_pairs + 3 * p + 1] = static_cast<std::int32_t>(acum);
-                chunk0[sh_pairs + 3 * p + 2] = static_cast<std::int32_t>(d * NvS + off[k] - before);
-              }
-              ++p;
-              ++c;
-            }
-          }
-          if (final) {
-            chunk0[sh_ptr + e] = run;
-            if (e == E - 1) {
-              chunk0[sh_ptr + E] = run + c;
-              npairs() = run + c;
-            }
-          }
-          run += c;
-        });
-      };
+    if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+    step.template pairs<false>(team);
+  };
   int level = 0;  // (no scratch)
   launch.parallel_for("moonep::portable::phaseB_pairs",
-                      one_round_team_policy<typename T::scratch_i32>(launch.exec(), 1, E, 0, &level, body), body);
+                      one_round_team_policy<typename T::scratch_i32>(launch.exec(), 1, L.E, 0, &level, body), body);
+}
+
+// The device form's steps 4, 5 and the pairs in one launch: one team per
+// destination d, and the pairs by whichever team finishes last (as
+// validate_block_offsets' last team per rank, phase_a_local.hpp): each
+// team, its layout stored, fences (every thread) and adds 1 to rs.done;
+// the team that sees R-1 fences again and writes the pairs from every
+// team's expert_offset. No team waits for another.
+// What must stay true: rs.done is back at 0 after every step (the last
+// team resets it; bad input returns before any team counts, in every
+// team alike).
+template <class Exec>
+void phase_b_layout_and_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
+                              std::int32_t* chunk0) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  using scratch = typename T::scratch_i32;
+  const LayoutStep<Exec> step(L, rs, chunk0);
+  const std::int64_t* const stop = rs.stop;
+  const auto done = rs.done;
+  const int R = L.R;
+  const std::int64_t scratch_n = step.scratch_n();
+  int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
+  const auto body = KOKKOS_LAMBDA(const member& team) {
+    if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+    step.layout(team, team.league_rank(), scratch(team.team_scratch(level), scratch_n));
+    // Release: every thread's stores before the team's count.
+    Kokkos::memory_fence();
+    team.team_barrier();
+    int last = 0;
+    Kokkos::single(
+        Kokkos::PerTeam(team),
+        [&](int& is_last) {
+          is_last = Kokkos::atomic_fetch_add(&done(0), 1) == R - 1 ? 1 : 0;
+          if (is_last) done(0) = 0;  // every team has counted: ready for the next step
+          Kokkos::memory_fence();
+        },
+        last);
+    if (!last) return;  // the whole team agrees (broadcast), before any further barrier
+    // Acquire: the other teams' expert_offset, seen by every thread of this one.
+    Kokkos::memory_fence();
+    step.template pairs<true>(team);
+  };
+  launch.parallel_for("moonep::portable::phaseB_layout_and_pairs",
+                      one_round_team_policy<scratch>(launch.exec(), R, L.E + L.B, scratch_n, &level, body), body);
 }
 
 }  // namespace moonep::impl::portable

@@ -49,20 +49,132 @@ inline constexpr int kMovesThreads = 256;
 inline constexpr int kMovesVector = 32;
 inline constexpr int kLoadBatch = 8;
 
-// Step 1, then step 2, in one team. Step 1: cum (each rank's exclusive
-// prefix over ranks) into every rank's tables, the totals (rs.total),
-// and each rank's load (its experts' entries, all ranks'); step 2 on the
-// balances against CAP_g (T div R + (g < T mod R), T the step's entries:
-// S*K on a full step; docs/spec/planning.md "Ragged steps") into
-// rs.donor_of and rs.inflow.
+// Step 1 in one team, a thread per expert: rank r's count (counts[r*E +
+// e]) loaded with rank r's tables pointer, kLoadBatch ranks at a time, before the stores
+// of cum (when `store_cum`: one team does it); on_total(e, total) with
+// the total, which is added to its owner's load in `held` (a scratch
+// atomic: E of them, where summing the loads apart would load every count
+// again). `held` starts at 0.
+template <class Member, class Tables, class Held, class OnTotal>
+KOKKOS_INLINE_FUNCTION void step1_totals(const Member& team, int R, int E, int epn, const std::int32_t* counts,
+                                         std::int64_t ow_cum, const Tables& tables,
+                                         bool store_cum, const Held& held, const OnTotal& on_total) {
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, E), [&](const int e) {
+    std::int32_t run = 0;
+    for (int r0 = 0; r0 < R; r0 += kLoadBatch) {
+      std::int32_t got[kLoadBatch];
+      std::int32_t* at[kLoadBatch];
+      for (int j = 0; j < kLoadBatch; ++j) {
+        const bool in = r0 + j < R;
+        got[j] = in ? counts[static_cast<std::int64_t>(r0 + j) * E + e] : 0;
+        at[j] = in && store_cum ? tables(r0 + j).at : nullptr;
+      }
+      for (int j = 0; j < kLoadBatch; ++j) {
+        if (r0 + j < R) {
+          if (store_cum) at[j][ow_cum + e] = run;
+          run += got[j];
+        }
+      }
+    }
+    on_total(e, run);
+    Kokkos::atomic_add(&held(e / epn), static_cast<std::int64_t>(run));
+  });
+}
+
+// Step 2, by one vector (the caller's team thread 0; see the top): the
+// moves on the balances against CAP_g (T div R + (g < T mod R), T the
+// step's entries: S*K on a full step; docs/spec/planning.md "Ragged
+// steps"). held(g): rank g's load on entry, then balance[g] + CAP_g (so
+// that a receiver's "balance 0" is held(g) = CAP_g); donor_of and inflow
+// start at -1 and 0.
+template <class Mem, class Member, class Held, class Donor, class Inflow>
+KOKKOS_INLINE_FUNCTION void step2_moves(const Member& team, int R, const Held& held, const Donor& donor_of,
+                                        const Inflow& inflow) {
+  std::int64_t all = 0;  // T
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(team, R), [&](const int g, std::int64_t& acc) { acc += held(g); }, all);
+  const std::int64_t cap_q = all / R, cap_r = all % R;
+  for (;;) {
+    KeyPair best;
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, R),
+        [&](const int r, KeyPair& v) {
+          const std::int64_t balance = held(r) - (cap_q + (r < cap_r ? 1 : 0));
+          MaxKeys<Mem>::consider(v, max_lowest_key(balance, r), min_lowest_key(balance, r));
+        },
+        MaxKeys<Mem>(best));
+    const ValueIndex hi = from_max_lowest(best.first), lo = from_min_lowest(best.second);
+    if (hi.value <= 0 || lo.value >= 0) break;
+    const std::int64_t move = -lo.value;
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, R), [&](const int r) {
+      if (r == hi.index) held(r) -= move;
+      if (r != lo.index) return;
+      held(r) = cap_q + (r < cap_r ? 1 : 0);
+      donor_of(r) = hi.index;
+      inflow(r) = static_cast<std::int32_t>(move);
+    });
+  }
+}
+
+// Step 3's takes for owner h, by one vector (the caller's team thread 0),
+// on quota [R] (z[h][r]), takes [R] (0 for h's receivers, -1 for the
+// others) and remaining [epn] (h's totals), with h's alloc rows `rows`
+// ([epn][R]) cleared: each take stored, then what h keeps, then
+// remote_stats[h][1] (copies made of h's experts: min(B, takes) over h's
+// receivers) into `copies_at` (h's remote_stats[h][1]).
+template <class Mem, class Member, class Quota, class Takes, class Remaining>
+KOKKOS_INLINE_FUNCTION void step3_takes(const Member& team, int h, int R, int epn, int B, const Quota& quota,
+                                        const Takes& takes, const Remaining& remaining, std::int32_t* rows,
+                                        std::int32_t* copies_at) {
+  // A round's two picks in one reduction: lane i offers receiver i
+  // (i < R) and local expert i (i < epn); key 0 offers nothing.
+  const int n = R > epn ? R : epn;
+  for (;;) {
+    KeyPair best;
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, n),
+        [&](const int i, KeyPair& v) {
+          MaxKeys<Mem>::consider(v, i < R ? max_lowest_key(quota(i), i) : 0,
+                                 i < epn ? max_lowest_key(remaining(i), i) : 0);
+        },
+        MaxKeys<Mem>(best));
+    const ValueIndex q = from_max_lowest(best.first), m = from_max_lowest(best.second);
+    if (q.value <= 0 || m.value <= 0) break;
+    const std::int32_t take = static_cast<std::int32_t>(m.value < q.value ? m.value : q.value);
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), [&](const int i) {
+      if (i == q.index) {
+        quota(i) -= take;
+        takes(i) += 1;
+        rows[static_cast<std::int64_t>(m.index) * R + i] = take;
+      }
+      if (i == m.index) remaining(i) -= take;
+    });
+  }
+  Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, epn), [&](const int j) {
+    rows[static_cast<std::int64_t>(j) * R + h] = static_cast<std::int32_t>(remaining(j));
+  });
+  std::int32_t copies = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(team, R),
+      [&](const int r, std::int32_t& acc) {
+        const std::int32_t t = static_cast<std::int32_t>(takes(r));
+        acc += t > 0 ? (t < B ? t : B) : 0;
+      },
+      copies);
+  Kokkos::single(Kokkos::PerThread(team), [&]() { *copies_at = copies; });
+}
+
+// The host form's first kernel: step 1, then step 2, in one team, on
+// every rank's tokens per expert (`counts`, [R][E]); the totals into
+// rs.total, the moves into rs.donor_of and rs.inflow.
 template <class Exec>
 void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                              const std::int32_t* chunk0) {
+                              const std::int32_t* counts) {
   using T = Types<Exec>;
   using member = typename T::member;
   using Mem = typename T::mem;
   const int R = L.R, E = L.E, epn = L.epn;
-  const std::int64_t tpe_in = L.tpe_in, ow_cum = L.ow_cum;
+  const std::int64_t ow_cum = L.ow_cum;
   const auto total = rs.total;
   const auto donor_of = rs.donor_of;
   const auto inflow = rs.inflow;
@@ -74,8 +186,6 @@ void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L
   launch.parallel_for(
       "moonep::portable::phaseB_totals_and_moves", policy, KOKKOS_LAMBDA(const member& team) {
         if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-        // held(g): rank g's load, then through step 2 balance[g] + CAP_g
-        // (so that a receiver's "balance 0" is held(g) = CAP_g).
         typename T::scratch_i64 held(team.team_scratch(level), R);
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int g) {
           held(g) = 0;
@@ -83,71 +193,25 @@ void phase_b_totals_and_moves(const Launcher<Exec>& launch, const ChunkLayout& L
           inflow(g) = 0;
         });
         team.team_barrier();
-        // Step 1, a thread per expert: rank r's count loaded with rank r's
-        // tables pointer, kLoadBatch ranks at a time, before the stores;
-        // the total added to its owner's load (a scratch atomic: E of
-        // them, where summing the loads apart would load every count
-        // again).
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, E), [&](const int e) {
-          std::int32_t run = 0;
-          for (int r0 = 0; r0 < R; r0 += kLoadBatch) {
-            std::int32_t got[kLoadBatch];
-            std::int32_t* at[kLoadBatch];
-            for (int j = 0; j < kLoadBatch; ++j) {
-              const bool in = r0 + j < R;
-              got[j] = in ? chunk0[tpe_in + static_cast<std::int64_t>(r0 + j) * E + e] : 0;
-              at[j] = in ? tables(r0 + j).at : nullptr;
-            }
-            for (int j = 0; j < kLoadBatch; ++j) {
-              if (r0 + j < R) {
-                at[j][ow_cum + e] = run;
-                run += got[j];
-              }
-            }
-          }
-          total(e) = run;
-          Kokkos::atomic_add(&held(e / epn), static_cast<std::int64_t>(run));
-        });
+        step1_totals(team, R, E, epn, counts, ow_cum, tables, true, held,
+                     [&](const int e, const std::int32_t t) { total(e) = t; });
         team.team_barrier();
         if (team.team_rank() != 0) return;  // step 2: one vector alone (see the top)
-        std::int64_t all = 0;               // T
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, R), [&](const int g, std::int64_t& acc) { acc += held(g); }, all);
-        const std::int64_t cap_q = all / R, cap_r = all % R;
-        for (;;) {
-          KeyPair best;
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(team, R),
-              [&](const int r, KeyPair& v) {
-                const std::int64_t balance = held(r) - (cap_q + (r < cap_r ? 1 : 0));
-                MaxKeys<Mem>::consider(v, max_lowest_key(balance, r), min_lowest_key(balance, r));
-              },
-              MaxKeys<Mem>(best));
-          const ValueIndex hi = from_max_lowest(best.first), lo = from_min_lowest(best.second);
-          if (hi.value <= 0 || lo.value >= 0) break;
-          const std::int64_t move = -lo.value;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, R), [&](const int r) {
-            if (r == hi.index) held(r) -= move;
-            if (r != lo.index) return;
-            held(r) = cap_q + (r < cap_r ? 1 : 0);
-            donor_of(r) = hi.index;
-            inflow(r) = static_cast<std::int32_t>(move);
-          });
-        }
+        step2_moves<Mem>(team, R, held, donor_of, inflow);
       });
 }
 
-// Step 3, one team per owner h: quota[r] = z[h][r] (rs.inflow of h's
-// receivers), remaining[j] = total[h*epn + j]; h's experts' alloc rows
-// (one block of epn*R, LayoutRight) are cleared, each take stored, and
-// what h keeps stored last; remote_stats[h][1] (copies made of h's
-// experts: min(B, takes) over h's receivers) into h's tables.
+// The host form's second kernel: step 3, one team per owner h:
+// quota[r] = z[h][r] (rs.inflow of h's receivers), remaining[j] =
+// total[h*epn + j]; h's experts' alloc rows (one block of epn*R,
+// LayoutRight) are cleared, each take stored, and what h keeps stored
+// last; remote_stats[h][1] into h's tables.
 template <class Exec>
 void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs) {
   using T = Types<Exec>;
   using member = typename T::member;
   using Mem = typename T::mem;
-  const int R = L.R, E = L.E, B = L.B, epn = L.epn;
+  const int R = L.R, B = L.B, epn = L.epn;
   const std::int64_t ow_rs = L.ow_rs;
   const auto total = rs.total;
   const auto donor_of = rs.donor_of;
@@ -155,7 +219,6 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
   const auto alloc = rs.alloc;
   const auto tables = rs.tables;
   const std::int64_t* const stop = rs.stop;
-  (void)E;
   int level = 0;
   // Scratch: quota [R], takes [R] (per receiver of h, -1 for the others),
   // remaining [epn].
@@ -180,41 +243,79 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn * R), [&](const int i) { rows[i] = 0; });
         team.team_barrier();
         if (team.team_rank() != 0) return;  // the takes: one vector alone (see the top)
-        // A round's two picks in one reduction: lane i offers receiver i
-        // (i < R) and local expert i (i < epn); key 0 offers nothing.
-        const int n = R > epn ? R : epn;
-        for (;;) {
-          KeyPair best;
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(team, n),
-              [&](const int i, KeyPair& v) {
-                MaxKeys<Mem>::consider(v, i < R ? max_lowest_key(quota(i), i) : 0,
-                                       i < epn ? max_lowest_key(remaining(i), i) : 0);
-              },
-              MaxKeys<Mem>(best));
-          const ValueIndex q = from_max_lowest(best.first), m = from_max_lowest(best.second);
-          if (q.value <= 0 || m.value <= 0) break;
-          const std::int32_t take = static_cast<std::int32_t>(m.value < q.value ? m.value : q.value);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), [&](const int i) {
-            if (i == q.index) {
-              quota(i) -= take;
-              takes(i) += 1;
-              rows[static_cast<std::int64_t>(m.index) * R + i] = take;
-            }
-            if (i == m.index) remaining(i) -= take;
-          });
-        }
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, epn),
-                             [&](const int j) { rows[static_cast<std::int64_t>(j) * R + h] = remaining(j); });
-        std::int32_t copies = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, R),
-            [&](const int r, std::int32_t& acc) {
-              const std::int32_t t = takes(r);
-              acc += t > 0 ? (t < B ? t : B) : 0;
-            },
-            copies);
-        Kokkos::single(Kokkos::PerThread(team), [&]() { tables(h).at[ow_rs + 1] = copies; });
+        step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, tables(h).at + ow_rs + 1);
+      });
+}
+
+// The device form's first kernel: steps 1-3 in one launch, one team per
+// owner h. Step 3 of owner h needs every rank's step 2 (who takes from h),
+// so every team does steps 1 and 2 itself, in its own scratch: the same
+// loads and the same picks in every team, where a kernel of its own
+// (the host form's) costs the step a launch and a round trip through
+// global memory; only team 0 stores cum and rs.donor_of / rs.inflow
+// (phase_b_layout reads donor_of). Then h's split as phase_b_expert_split's.
+// R teams each load E*R counts: fine on a device, R times the host form's
+// loads on a host (which keeps its two kernels).
+// What must stay true: every team computes the same moves (same loads,
+// same sequence); team h's remaining starts at h's totals, as rs.total's.
+template <class Exec>
+void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
+                             const std::int32_t* counts) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  using Mem = typename T::mem;
+  const int R = L.R, E = L.E, B = L.B, epn = L.epn;
+  const std::int64_t ow_cum = L.ow_cum, ow_rs = L.ow_rs;
+  const auto donor_of_out = rs.donor_of;
+  const auto inflow_out = rs.inflow;
+  const auto alloc = rs.alloc;
+  const auto tables = rs.tables;
+  const std::int64_t* const stop = rs.stop;
+  int level = 0;
+  // Scratch (int64): held, donor, inflow, quota, takes [R] each, then
+  // remaining [epn].
+  const std::int64_t n_scratch = 5 * static_cast<std::int64_t>(R) + epn;
+  auto policy = with_scratch<typename T::scratch_i64>(
+      sized_team_policy(launch.exec(), R, kMovesThreads, kMovesVector), n_scratch, &level);
+  launch.parallel_for(
+      "moonep::portable::phaseB_moves_and_split", policy, KOKKOS_LAMBDA(const member& team) {
+        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+        const int h = team.league_rank();
+        typename T::scratch_i64 all(team.team_scratch(level), 5 * R + epn);
+        auto held = Kokkos::subview(all, Kokkos::make_pair(0, R));
+        auto donor = Kokkos::subview(all, Kokkos::make_pair(R, 2 * R));
+        auto inflow = Kokkos::subview(all, Kokkos::make_pair(2 * R, 3 * R));
+        auto quota = Kokkos::subview(all, Kokkos::make_pair(3 * R, 4 * R));
+        auto takes = Kokkos::subview(all, Kokkos::make_pair(4 * R, 5 * R));
+        auto remaining = Kokkos::subview(all, Kokkos::make_pair(5 * R, 5 * R + epn));
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int g) {
+          held(g) = 0;
+          donor(g) = -1;
+          inflow(g) = 0;
+        });
+        team.team_barrier();
+        const int first = h * epn;
+        step1_totals(team, R, E, epn, counts, ow_cum, tables, h == 0, held,
+                     [&](const int e, const std::int32_t t) {
+                       if (e >= first && e < first + epn) remaining(e - first) = t;
+                     });
+        team.team_barrier();
+        if (team.team_rank() == 0) step2_moves<Mem>(team, R, held, donor, inflow);
+        team.team_barrier();
+        std::int32_t* const rows = &alloc(static_cast<std::int64_t>(first), 0);  // [epn][R]
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int r) {
+          const bool mine = donor(r) == h;
+          quota(r) = mine ? inflow(r) : 0;
+          takes(r) = mine ? 0 : -1;
+          if (h == 0) {
+            donor_of_out(r) = static_cast<std::int32_t>(donor(r));
+            inflow_out(r) = static_cast<std::int32_t>(inflow(r));
+          }
+        });
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn * R), [&](const int i) { rows[i] = 0; });
+        team.team_barrier();
+        if (team.team_rank() != 0) return;  // the takes: one vector alone (see the top)
+        step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, tables(h).at + ow_rs + 1);
       });
 }
 

@@ -11,7 +11,7 @@
 // d's chunk when the world lets this process store there, else into the
 // private `own_stage` row that broadcast() puts to d.
 //
-// Kernels (the launches of the phase, whatever R), in order:
+// Kernels (the launches of the phase, whatever R), in order. Host form:
 //   phaseB_totals_and_moves  one team: step 1 (cum, totals, loads) and the
 //                            rank-level moves of step 2;
 //   phaseB_expert_split      one team per owner h: step 3;
@@ -20,6 +20,12 @@
 //                            selection) and step 5 (the layout);
 //   phaseB_pairs             one team: expert_ptr and the pairs table.
 //                            (both phase_b_layout.hpp)
+// Device form, the same work in two launches (each a round trip less on a
+// GPU, where these small kernels cost their latency):
+//   phaseB_moves_and_split   one team per owner h: steps 1 and 2 (every
+//                            team alike), then h's step 3;
+//   phaseB_layout_and_pairs  one team per destination d: steps 4 and 5,
+//                            then the pairs by the team that ends last.
 // Steps 2 and 3 are sequences of arg-max/arg-min picks with the spec's
 // tie-breaks (reducers.hpp); each runs on one vector of its team (a warp
 // on a GPU), as the files say why. What each kernel must keep true is
@@ -37,16 +43,23 @@
 
 namespace moonep::impl::portable {
 
-// Steps 1-5 on every rank's counts in `chunk0` (rank 0's chunk): the
-// shared tables into chunk0, the per-rank tables through rs.tables, the
-// number of pairs into rs.npairs.
+// Steps 1-5 on every rank's tokens per expert (`counts`, [R][E]: rank 0's
+// tpe_in, or, in an in-process step graph, the validation's counts): the
+// shared tables into `chunk0` (rank 0's chunk), the per-rank tables
+// through rs.tables, the number of pairs into rs.npairs; in the host
+// form's kernels or the device form's (the same results).
 template <class Exec>
 void plan_root(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-               std::int32_t* chunk0) {
-  phase_b_totals_and_moves(launch, L, rs, chunk0);
-  phase_b_expert_split(launch, L, rs);
-  phase_b_layout(launch, L, rs, chunk0);
-  phase_b_pairs(launch, L, rs, chunk0);
+               std::int32_t* chunk0, const std::int32_t* counts, bool host_style) {
+  if (host_style) {
+    phase_b_totals_and_moves(launch, L, rs, counts);
+    phase_b_expert_split(launch, L, rs);
+    phase_b_layout(launch, L, rs, chunk0);
+    phase_b_pairs(launch, L, rs, chunk0);
+  } else {
+    phase_b_moves_and_split(launch, L, rs, counts);
+    phase_b_layout_and_pairs(launch, L, rs, chunk0);
+  }
 }
 
 // The puts of Phase B, for worlds that need them (nothing in a DA world

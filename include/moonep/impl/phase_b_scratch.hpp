@@ -25,6 +25,7 @@ struct RootScratch {
   // rows are one contiguous block, written whole by its split's team)
   typename T::imat alloc;
   typename T::imat expert_offset;  // [R][E] step 5
+  typename T::ivec done;           // [1] device form: teams of phaseB_layout_and_pairs done this step (0 between steps)
   typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
   typename T::refs tables;         // [R] where rank d's per-rank tables are written
   // Pairs found (<= pair_capacity): status[1] of the planner's InputScratch,
@@ -47,6 +48,7 @@ struct RootScratch {
     inflow = typename T::ivec(p + "inflow", L.R);
     alloc = typename T::imat(p + "alloc", L.E, L.R);
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
+    done = typename T::ivec(p + "done", 1);  // zeroed once, reset by the kernel
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
     tables = typename T::refs(p + "tables", L.R);
     npairs = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(npairs_at);

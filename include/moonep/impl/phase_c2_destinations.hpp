@@ -69,9 +69,11 @@ template <class Exec>
 void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
                             typename Types<Exec>::ivec dst_all, bool host_style) {
-  if (!host_style && !Types<Exec>::host) {
-    destinations_and_dedup_device(launch, CL, in, ps.staging, lr, dst_all);
-    return;
+  if constexpr (!Types<Exec>::host) {  // (a host space never instantiates the device kernel)
+    if (!host_style) {
+      destinations_and_dedup_device(launch, CL, in, ps.staging, lr, dst_all);
+      return;
+    }
   }
   using T = Types<Exec>;
   const int K = CL.K, S = CL.S;

@@ -376,7 +376,9 @@ class PortablePlanner {
   void phase_b() {
     if (root_.alloc.extent(0) == 0) return;  // rank 0 is not planned here
     compat::ProfilingRegion region("moonep::portable::phaseB");
-    portable::plan_root(portable::Launcher<ExecutionSpace>(exec_), layout_, root_, world_.local_chunk(0).data());
+    std::int32_t* chunk0 = world_.local_chunk(0).data();
+    portable::plan_root(portable::Launcher<ExecutionSpace>(exec_), layout_, root_, chunk0, chunk0 + layout_.tpe_in,
+                        host_form);
     if (root_.own_runs.extent(0) > 0 || root_.shared_runs.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseB_before_broadcast");
       portable::broadcast(root_, world_);
@@ -442,12 +444,26 @@ class PortablePlanner {
     if constexpr (!portable::Types<ExecutionSpace>::host) {
       space = Kokkos::Experimental::partition_space(exec_, 1)[0];
     }
+    // Phase B reads the counts where validation left them (local index l
+    // is world rank l here), not the tpe_in rows Phase A copies them to,
+    // so it needs only validation: its kernels run beside Phase A + C1's
+    // (small teams, a latency each, next to a kernel over every entry),
+    // and C2 waits for both.
+    std::int32_t* chunk0 = world_.local_chunk(0).data();
+    bool ranks_in_order = true;
+    for (int l = 0; l < lr_.count; ++l) ranks_in_order = ranks_in_order && world_.local_ranks()[l] == l;
+    const std::int32_t* counts = ranks_in_order ? input_.counts.data() : chunk0 + layout_.tpe_in;
     graph_ = Kokkos::Experimental::create_graph(space, [&](const auto& root) {
-      typename portable::Launcher<ExecutionSpace>::node_type last = root;
+      using node_type = typename portable::Launcher<ExecutionSpace>::node_type;
+      node_type last = root;
       const portable::Launcher<ExecutionSpace> launch(space, last, graph_kernels_);
       portable::validate_device(launch, input_, lr_);
+      const node_type validated = last;
       portable::clear_and_scatter(launch, layout_, input_, lr_);
-      portable::plan_root(launch, layout_, root_, world_.local_chunk(0).data());
+      const node_type scattered = last;
+      if (ranks_in_order) last = validated;
+      portable::plan_root(launch, layout_, root_, chunk0, counts, false);
+      if (ranks_in_order) last = Kokkos::Experimental::when_all(scattered, last);
       portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst, false);
       portable::rank_outputs_device(launch, layout_, lr_, store_);
     });
@@ -464,8 +480,7 @@ class PortablePlanner {
     const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
                       epn = static_cast<std::size_t>(layout_.epn);
     const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
-                                 i64::shmem_size(R),       i32::shmem_size(2 * R + epn),
-                                 i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
+                                 i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
                                  i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(
                                      portable::BlockOffsetsShape::of(layout_.E, input_.nblocks).items()))};
