@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// moonep/impl/phase_b_layout.hpp — Phase B's last two kernels (plan_root,
-// phase_b_root.hpp): docs/spec/planning.md steps 4 and 5 for every
-// destination, then the (expert, destination) pairs every rank reads.
+// moonep/impl/phase_b_layout.hpp — Phase B's kernels of docs/spec/planning.md
+// steps 4 and 5 for every destination, then the (expert, destination)
+// pairs every rank reads (plan_root, phase_b_root.hpp). Host form:
 //
 //   phaseB_layout  one team per destination d: step 4 (copy selection)
 //                  and step 5 (the layout);
 //   phaseB_pairs   one team: expert_ptr and the pairs table, a thread per
 //                  expert.
+//
+// Device form: phaseB_layout_and_pairs, the first's teams, the team that
+// ends last then doing the second's work (LayoutStep holds both bodies).
 //
 // Neither has a sequence: step 4's B picks of the largest remaining count,
 // ties to the largest expert id, take the candidates in the order (count

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// moonep/impl/phase_b_moves.hpp — Phase B's first two kernels (plan_root,
-// phase_b_root.hpp): docs/spec/planning.md steps 1-3.
+// moonep/impl/phase_b_moves.hpp — Phase B's kernels of docs/spec/planning.md
+// steps 1-3 (plan_root, phase_b_root.hpp). Host form:
 //
 //   phaseB_totals_and_moves  one team: step 1 (cum into every rank's
 //                            tables, the totals, the loads) and step 2;
 //   phaseB_expert_split      one team per owner h: step 3, and h's rows of
 //                            alloc and remote_stats[h][1].
+//
+// Device form: phaseB_moves_and_split, one team per owner h doing both
+// (steps 1 and 2 in every team). The steps' bodies are shared
+// (step1_totals, step2_moves, step3_takes).
 //
 // Steps 2 and 3 are sequences of picks, each pick depending on the one
 // before (at most R - 1 moves; at most R + epn takes per owner), so on a

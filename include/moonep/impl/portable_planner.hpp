@@ -27,7 +27,7 @@
 // Every phase runs the process's local ranks together: each kernel's policy
 // spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
 // launches the same kernels whatever the number of local ranks: on an
-// in-process world 10 in the device form (validate 2, A+C1 1, B 4, C2 1,
+// in-process world 8 in the device form (validate 2, A+C1 1, B 2, C2 1,
 // D 2; parallel_for only) and 10 in the host form (validate 2, A 1, C1 1,
 // B 4, C2 1, D 1; counted by test_portable_labels' Kokkos Tools callback).
 //
@@ -46,9 +46,10 @@
 // after which bad input throws exactly what it threw when it was checked
 // before the phases (the first bad local rank's validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
-// ten kernels (portable::StepGraph), built at construction (on a device
-// space on an instance of the planner's own) and submitted on the
-// planner's instance once per step: on Kokkos::Cuda one graph launch, then
+// eight kernels (portable::StepGraph), Phase B's two on a branch beside
+// A+C1's (build_step_graph), built at construction (on a device space on
+// an instance of the planner's own) and submitted on the planner's
+// instance once per step: on Kokkos::Cuda one graph launch, then
 // the copy and the fence. Where Kokkos has no usable graph (before 4.5:
 // MOONEP_KOKKOS_HAS_GRAPH), or a kernel's team scratch would not fit level
 // 0 (large E: a graph would hold level-1 scratch), the same kernels are
@@ -431,8 +432,9 @@ class PortablePlanner {
   }
 
 #if MOONEP_KOKKOS_HAS_GRAPH
-  // The device form's kernels of an in-process step, in the order plan()
-  // launches them otherwise, as one graph: every input they read each step
+  // The device form's kernels of an in-process step as one graph, in the
+  // order plan() launches them otherwise but for Phase B's branch (below):
+  // every input they read each step
   // (the routing, tokens_per_expert and tokens_per_rank pointers and
   // lengths) is in LocalRanks' device tables, so the graph is built once.
   // On a device space the graph and its kernels' policies are on an
