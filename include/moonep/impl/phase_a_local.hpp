@@ -269,16 +269,13 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
   // time each block cost a load's latency), and the last segment stores
   // counts[l][e].
   // What needs the whole rank (estart, a scan of counts over E, and the
-  // rank's problems) is done by the rank's team that finishes last: each
-  // team, its counts stored, fences (every thread) and adds 1 to done[l]
-  // (one atomic); the team that sees G-1 fences again and reads the other
-  // teams' counts (volatile loads: not from a stale cache line), which the
-  // fences make visible to it; no team waits for another (no spin, no
-  // forward-progress assumption). What must stay true: done[l] is back at
-  // 0 after every step, whatever the input (the last team resets it; every
-  // team always counts itself, bad input included; the next step's kernel
-  // runs after this one ends); the scan and the problem count are those of
-  // a single team per rank (same order, same value).
+  // rank's problems) is done by the rank's team that finishes last
+  // (last_team_to_arrive on done[l], portable_types.hpp), which reads the
+  // other teams' counts through volatile loads. What must stay true:
+  // done[l] is back at 0 after every step, whatever the input (every team
+  // always counts itself, bad input included; the next step's kernel runs
+  // after this one ends); the scan and the problem count are those of a
+  // single team per rank (same order, same value).
   const BlockOffsetsShape shape = BlockOffsetsShape::of(E, nb);
   const int EG = shape.experts, G = shape.groups;
   const std::int64_t seg = shape.seg, NS = shape.segments, items = shape.items();
@@ -317,21 +314,8 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
       }
       if (sg == NS - 1) counts(l * E + e) = run;
     });
-    // Release: every thread's counts (and bases) before the team's count.
-    Kokkos::memory_fence();
-    team.team_barrier();
-    int last = 0;
-    Kokkos::single(
-        Kokkos::PerTeam(team),
-        [&](int& is_last) {
-          is_last = Kokkos::atomic_fetch_add(&done(l), 1) == G - 1 ? 1 : 0;
-          if (is_last) done(l) = 0;  // every team of rank l has counted: ready for the next step
-          Kokkos::memory_fence();
-        },
-        last);
-    if (!last) return;  // the whole team agrees (broadcast), before any further barrier
-    // Acquire: the other teams' counts, seen by every thread of this one.
-    Kokkos::memory_fence();
+    // The rank's last team: every team of rank l has stored its counts.
+    if (!last_team_to_arrive(team, &done(l), G)) return;
     const volatile std::int32_t* rank_counts = counts.data() + l * E;
     Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
       const std::int32_t c = rank_counts[e];

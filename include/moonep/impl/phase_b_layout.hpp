@@ -9,7 +9,8 @@
 //                  expert.
 //
 // Device form: phaseB_layout_and_pairs, the first's teams, the team that
-// ends last then doing the second's work (LayoutStep holds both bodies).
+// ends last then doing the second's work (LayoutStep holds both bodies;
+// phase_b_layout launches either).
 //
 // Neither has a sequence: step 4's B picks of the largest remaining count,
 // ties to the largest expert id, take the candidates in the order (count
@@ -179,23 +180,34 @@ struct LayoutStep {
   }
 };
 
-// The host form's steps 4 and 5: one team per destination d.
+// Steps 4 and 5, one team per destination d; with `pairs_by_last_team`
+// (the device form) the pairs too, by whichever team finishes last
+// (last_team_to_arrive on rs.done, portable_types.hpp, as
+// validate_block_offsets' last team per rank), from every team's
+// expert_offset. No team waits for another.
+// What must stay true: rs.done is back at 0 after every step (bad input
+// returns before any team counts, in every team alike).
 template <class Exec>
 void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                    std::int32_t* chunk0) {
+                    std::int32_t* chunk0, bool pairs_by_last_team) {
   using T = Types<Exec>;
   using member = typename T::member;
   using scratch = typename T::scratch_i32;
   const LayoutStep<Exec> step(L, rs, chunk0);
   const std::int64_t* const stop = rs.stop;
+  const auto done = rs.done;
+  const int R = L.R;
   const std::int64_t scratch_n = step.scratch_n();
   int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
   const auto body = KOKKOS_LAMBDA(const member& team) {
     if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
     step.layout(team, team.league_rank(), scratch(team.team_scratch(level), scratch_n));
+    if (!pairs_by_last_team) return;
+    if (!last_team_to_arrive(team, &done(0), R)) return;  // the pairs need every team's expert_offset
+    step.template pairs<true>(team);
   };
-  launch.parallel_for("moonep::portable::phaseB_layout",
-                      one_round_team_policy<scratch>(launch.exec(), L.R, L.E + L.B, scratch_n, &level, body), body);
+  launch.parallel_for(pairs_by_last_team ? "moonep::portable::phaseB_layout_and_pairs" : "moonep::portable::phaseB_layout",
+                      one_round_team_policy<scratch>(launch.exec(), R, L.E + L.B, scratch_n, &level, body), body);
 }
 
 // The host form's pairs: one team, a thread per expert.
@@ -213,51 +225,6 @@ void phase_b_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const Roo
   int level = 0;  // (no scratch)
   launch.parallel_for("moonep::portable::phaseB_pairs",
                       one_round_team_policy<typename T::scratch_i32>(launch.exec(), 1, L.E, 0, &level, body), body);
-}
-
-// The device form's steps 4, 5 and the pairs in one launch: one team per
-// destination d, and the pairs by whichever team finishes last (as
-// validate_block_offsets' last team per rank, phase_a_local.hpp): each
-// team, its layout stored, fences (every thread) and adds 1 to rs.done;
-// the team that sees R-1 fences again and writes the pairs from every
-// team's expert_offset. No team waits for another.
-// What must stay true: rs.done is back at 0 after every step (the last
-// team resets it; bad input returns before any team counts, in every
-// team alike).
-template <class Exec>
-void phase_b_layout_and_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                              std::int32_t* chunk0) {
-  using T = Types<Exec>;
-  using member = typename T::member;
-  using scratch = typename T::scratch_i32;
-  const LayoutStep<Exec> step(L, rs, chunk0);
-  const std::int64_t* const stop = rs.stop;
-  const auto done = rs.done;
-  const int R = L.R;
-  const std::int64_t scratch_n = step.scratch_n();
-  int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
-  const auto body = KOKKOS_LAMBDA(const member& team) {
-    if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-    step.layout(team, team.league_rank(), scratch(team.team_scratch(level), scratch_n));
-    // Release: every thread's stores before the team's count.
-    Kokkos::memory_fence();
-    team.team_barrier();
-    int last = 0;
-    Kokkos::single(
-        Kokkos::PerTeam(team),
-        [&](int& is_last) {
-          is_last = Kokkos::atomic_fetch_add(&done(0), 1) == R - 1 ? 1 : 0;
-          if (is_last) done(0) = 0;  // every team has counted: ready for the next step
-          Kokkos::memory_fence();
-        },
-        last);
-    if (!last) return;  // the whole team agrees (broadcast), before any further barrier
-    // Acquire: the other teams' expert_offset, seen by every thread of this one.
-    Kokkos::memory_fence();
-    step.template pairs<true>(team);
-  };
-  launch.parallel_for("moonep::portable::phaseB_layout_and_pairs",
-                      one_round_team_policy<scratch>(launch.exec(), R, L.E + L.B, scratch_n, &level, body), body);
 }
 
 }  // namespace moonep::impl::portable

@@ -120,6 +120,22 @@ KOKKOS_INLINE_FUNCTION void step2_moves(const Member& team, int R, const Held& h
   }
 }
 
+// Step 3's start for owner h, by the whole team (a barrier before the
+// takes): quota[r] = z[h][r] (the inflow of h's receivers, 0 for the
+// others), takes 0 for h's receivers and -1 for the others, and h's alloc
+// rows `rows` ([epn][R]) cleared.
+template <class Member, class Donor, class Inflow, class Quota, class Takes>
+KOKKOS_INLINE_FUNCTION void step3_start(const Member& team, int h, int R, int epn, const Donor& donor_of,
+                                        const Inflow& inflow, const Quota& quota, const Takes& takes,
+                                        std::int32_t* rows) {
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int r) {
+    const bool mine = donor_of(r) == h;
+    quota(r) = mine ? inflow(r) : 0;
+    takes(r) = mine ? 0 : -1;
+  });
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn * R), [&](const int i) { rows[i] = 0; });
+}
+
 // Step 3's takes for owner h, by one vector (the caller's team thread 0),
 // on quota [R] (z[h][r]), takes [R] (0 for h's receivers, -1 for the
 // others) and remaining [epn] (h's totals), with h's alloc rows `rows`
@@ -237,14 +253,9 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
         auto takes = Kokkos::subview(all, Kokkos::make_pair(R, 2 * R));
         auto remaining = Kokkos::subview(all, Kokkos::make_pair(2 * R, 2 * R + epn));
         std::int32_t* const rows = &alloc(static_cast<std::int64_t>(h) * epn, 0);  // [epn][R]
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int r) {
-          const bool mine = donor_of(r) == h;
-          quota(r) = mine ? inflow(r) : 0;
-          takes(r) = mine ? 0 : -1;
-        });
+        step3_start(team, h, R, epn, donor_of, inflow, quota, takes, rows);
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn),
                              [&](const int j) { remaining(j) = total(h * epn + j); });
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn * R), [&](const int i) { rows[i] = 0; });
         team.team_barrier();
         if (team.team_rank() != 0) return;  // the takes: one vector alone (see the top)
         step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, tables(h).at + ow_rs + 1);
@@ -307,16 +318,13 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
         if (team.team_rank() == 0) step2_moves<Mem>(team, R, held, donor, inflow);
         team.team_barrier();
         std::int32_t* const rows = &alloc(static_cast<std::int64_t>(first), 0);  // [epn][R]
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int r) {
-          const bool mine = donor(r) == h;
-          quota(r) = mine ? inflow(r) : 0;
-          takes(r) = mine ? 0 : -1;
-          if (h == 0) {
+        step3_start(team, h, R, epn, donor, inflow, quota, takes, rows);
+        if (h == 0) {
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int r) {
             donor_of_out(r) = static_cast<std::int32_t>(donor(r));
             inflow_out(r) = static_cast<std::int32_t>(inflow(r));
-          }
-        });
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, epn * R), [&](const int i) { rows[i] = 0; });
+          });
+        }
         team.team_barrier();
         if (team.team_rank() != 0) return;  // the takes: one vector alone (see the top)
         step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, tables(h).at + ow_rs + 1);

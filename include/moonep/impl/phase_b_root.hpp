@@ -54,11 +54,11 @@ void plan_root(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScr
   if (host_style) {
     phase_b_totals_and_moves(launch, L, rs, counts);
     phase_b_expert_split(launch, L, rs);
-    phase_b_layout(launch, L, rs, chunk0);
+    phase_b_layout(launch, L, rs, chunk0, false);
     phase_b_pairs(launch, L, rs, chunk0);
   } else {
     phase_b_moves_and_split(launch, L, rs, counts);
-    phase_b_layout_and_pairs(launch, L, rs, chunk0);
+    phase_b_layout(launch, L, rs, chunk0, true);
   }
 }
 

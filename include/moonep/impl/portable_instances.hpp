@@ -34,7 +34,6 @@
   X(Exec, phase_b_layout)                        \
   X(Exec, phase_b_pairs)                         \
   X(Exec, phase_b_moves_and_split)               \
-  X(Exec, phase_b_layout_and_pairs)              \
   X(Exec, plan_root)                             \
   X(Exec, broadcast)                             \
   X(Exec, destinations_and_dedup)                \

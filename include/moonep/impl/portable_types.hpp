@@ -135,6 +135,34 @@ class Launcher {
 #endif
 };
 
+// Whether the calling team is the last of `n` teams to get here, for a
+// kernel whose last team finishes what needs all of them (no team waits
+// for another: no spin, no forward-progress assumption). Every thread's
+// stores so far are released (a fence each) before the team counts itself
+// once on `*counter`; the team that makes it n resets it to 0 for the next
+// step and, with every one of its threads, fences again, so that it sees
+// the other teams' stores (read them through volatile loads: not from a
+// stale cache line). The whole team gets the answer (a broadcast), so it
+// may return or go on together. What must stay true: every one of the n
+// teams calls it once per step, or none does (the counter is back at 0
+// after every step).
+template <class Member>
+KOKKOS_INLINE_FUNCTION bool last_team_to_arrive(const Member& team, std::int32_t* counter, int n) {
+  Kokkos::memory_fence();
+  team.team_barrier();
+  int last = 0;
+  Kokkos::single(
+      Kokkos::PerTeam(team),
+      [&](int& is_last) {
+        is_last = Kokkos::atomic_fetch_add(counter, 1) == n - 1 ? 1 : 0;
+        if (is_last) *counter = 0;
+        Kokkos::memory_fence();
+      },
+      last);
+  if (last) Kokkos::memory_fence();
+  return last != 0;
+}
+
 // The local ranks of one planner, as kernels see them. Chunk pointers are
 // fixed at construction (the planner allocates the world's buffer once);
 // the input tables are refreshed by plan() when the caller's views move.
