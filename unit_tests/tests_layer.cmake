@@ -14,3 +14,5 @@ include(${CMAKE_CURRENT_LIST_DIR}/layer_cli/tests_layer_cli.cmake)
 moonep_add_test(test_layer_portable test_layer_portable.cpp)
 # The one layer interface (moonep/impl/layer_concept.hpp) and its refusals.
 moonep_add_test(test_layer_concept test_layer_concept.cpp)
+# The host layers' row loops, compiled per instruction set (src/core/row_loops.hpp).
+moonep_add_test(test_row_loops test_row_loops.cpp)
