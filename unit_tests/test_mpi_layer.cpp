@@ -209,6 +209,20 @@ TEST_CASE("MPI layer: bad input on one rank is the same InputError on every rank
         layer.combine(me == bad ? MpiLayerPlan(other, me) : MpiLayerPlan(s.plan, me), layer.recv(), out);
       });
       CHECK(e2.find("combine: rank " + std::to_string(bad) + ": the plan is of ") == 0);
+      // A plan whose slots name more primaries of one source than it has
+      // tokens (a partial row goes back per token and destination rank).
+      HostPlan crowded = s.plan;
+      for (auto& rp : crowded.ranks) {
+        std::fill(rp.src_info.begin(), rp.src_info.end(), 0);
+        std::fill(rp.dup_counts.begin(), rp.dup_counts.end(), 0);
+      }
+      const std::string e4 = input_error([&] {
+        layer.combine(MpiLayerPlan(me == bad ? crowded : s.plan, me), layer.recv(), out);
+      });
+      CHECK(e4 == "combine: rank " + std::to_string(bad) +
+                      ": the plan's src_info names more than S = 5 primary slots of rank 0 (one per token and "
+                      "destination rank)");
+      CHECK(recv_is_reference());
       // Still usable: a good step with other rows, then x again.
       layer.dispatch(MpiLayerPlan(s.plan, me), other_x, w_v);
       CHECK_FALSE(recv_is_reference());

@@ -15,10 +15,13 @@
 // On an MpiSharedWorld the window is an MPI-3 shared window and a process
 // stores straight into the peer's buffer (the partial rows of the combine
 // prologue are summed in the source's `back` row in place); on an
-// MpiRmaWorld every row is one MPI_Put, and per-entry values (dispatch's
-// routing weights, the backward's values for the sources) go as one block
-// per pair of ranks into a region in_w [R][S*K] W of the receiver, which
-// takes the entries it needs from it. Either way a row travels once per
+// MpiRmaWorld every row a source sends is one MPI_Put, and what comes back
+// goes as blocks, one MPI_Put each per pair of ranks: the partial rows
+// packed per source (back [R][S][H] A there, with the entry of each in
+// back_idx [R][S]; at most S per pair, one per token), and per-entry values
+// (dispatch's routing weights, the backward's values for the sources) into
+// a region in_w [R][S*K] W of the receiver, which takes the entries it
+// needs from it. Either way a row travels once per
 // (token, destination rank), from the primary; duplicates get it from their
 // primary at the destination (epilogue), and the combine prologue runs at
 // the destination, so the bits are the reference's (moonep/

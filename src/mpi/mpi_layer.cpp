@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/row_loops.hpp"
 #include "mpi/mpi_layer_checks.hpp"
 #include "mpi/mpi_layer_window.hpp"
 
@@ -29,13 +30,20 @@ struct MpiLayer<T>::Impl {
   Config c;
   std::int64_t H, nvs, K;
   int me;
-  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp);
-  // in_w [R][S*K] W only on the rma world: per-entry values from every
-  // other rank as one MPI_Put per (rank, rank) instead of one per entry
-  // (dispatch's routing weights; the values backward sends to sources).
-  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, o_in_w, bytes;
+  // Byte offsets of the regions in every rank's buffer (mpi_layer.hpp).
+  // Only on the rma world, where every MPI_Put has a cost of its own, what
+  // goes to one rank goes as one block per pair of ranks:
+  //   in_w [R][S*K] W     per-entry values (dispatch's routing weights, the
+  //                       values backward sends to sources)
+  //   back [R][S][H] A    the partial rows from destination d, packed in
+  //   back_idx [R][S] i32 its slot order, and the entry each one is for
+  // (one partial row per token and destination rank: at most S from d).
+  std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, o_in_w, o_back_idx, bytes;
   std::unique_ptr<impl::MpiLayerWindow> win;
-  std::vector<A> scratch;      // [NvS][H] partial rows before their MPI_Put (rma)
+  std::vector<A> scratch;                // [R][S][H] partial rows before their MPI_Put, per source (rma)
+  std::vector<std::int32_t> scratch_idx;  // [R][S] the source's entry of each (rma)
+  std::vector<std::int64_t> packed;       // [R] partial rows for each source this step
+  std::vector<const A*> row_of;          // [S*K] where entry i's partial row arrived (rma)
   std::vector<std::int32_t> group_of;  // [NvS] this step's dup row headed by the slot, or -1 (-2: a duplicate)
 
   Impl(MpiWorld& w, const Config& config, int hidden)
@@ -43,18 +51,24 @@ struct MpiLayer<T>::Impl {
     o_recv = 0;
     o_recv_w = o_recv + aligned(nvs * H * std::int64_t(sizeof(T)));
     o_grad_in = o_recv_w + aligned(nvs * std::int64_t(sizeof(W)));
-    o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
-    o_back_w = o_back + aligned(c.entries() * H * std::int64_t(sizeof(A)));
-    o_in_w = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
     const bool rma = w.kind() != MpiWorldKind::shared;
-    bytes = o_in_w + (rma ? aligned(c.ranks * c.entries() * std::int64_t(sizeof(W))) : 0);
+    const std::int64_t back_rows = rma ? c.ranks * c.tokens : c.entries();
+    o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
+    o_back_w = o_back + aligned(back_rows * H * std::int64_t(sizeof(A)));
+    o_in_w = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
+    o_back_idx = o_in_w + (rma ? aligned(c.ranks * c.entries() * std::int64_t(sizeof(W))) : 0);
+    bytes = o_back_idx + (rma ? aligned(back_rows * std::int64_t(sizeof(std::int32_t))) : 0);
     const long long fingerprint[] = {c.ranks, c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, hidden,
                                      static_cast<long long>(sizeof(T)), std::is_same_v<T, bf16> ? 1 : 0};
     win = std::make_unique<impl::MpiLayerWindow>(w, bytes, fingerprint, 9, "MpiLayer");
     if (!win->direct()) {
-      scratch.resize(static_cast<std::size_t>(nvs * H));
+      scratch.resize(static_cast<std::size_t>(back_rows * H));
+      scratch_idx.resize(static_cast<std::size_t>(back_rows));
+      row_of.resize(static_cast<std::size_t>(c.entries()));
+      zero_row.assign(static_cast<std::size_t>(H), A(0));
     }
     group_of.resize(static_cast<std::size_t>(nvs));
+    packed.resize(static_cast<std::size_t>(c.ranks));
     sends_to.resize(static_cast<std::size_t>(c.ranks));
     if (!win->direct()) {
       w_stage.resize(static_cast<std::size_t>(c.entries()));
@@ -89,8 +103,25 @@ struct MpiLayer<T>::Impl {
 
   // The start of every operation: the plan's and the arguments' errors.
   void start(const char* op, const MpiLayerPlan& plan, std::string error) {
-    const std::string plan_error = layer::mpi_plan_error(plan, c, me);
+    std::string plan_error = layer::mpi_plan_error(plan, c, me);
+    if (plan_error.empty()) plan_error = primaries_error(plan);
     win->start(op, plan_error.empty() ? error : plan_error);
+  }
+
+  // A partial row goes back per token and destination rank, so no source
+  // has more than S primary slots here (the rma world's back blocks hold
+  // S rows per rank). A plan that says otherwise is refused on every world.
+  // Leaves group_of marked for the operation (mark_duplicates).
+  std::string primaries_error(const MpiLayerPlan& p) {
+    mark_duplicates(p);
+    std::fill(packed.begin(), packed.end(), 0);
+    for (std::int64_t s = 0; s < nvs; ++s)
+      if (p.src_info[s] >= 0 && group_of[static_cast<std::size_t>(s)] != -2)
+        if (++packed[static_cast<std::size_t>(p.src_info[s] / nvs)] > c.tokens)
+          return "the plan's src_info names more than S = " + std::to_string(c.tokens) +
+                 " primary slots of rank " + std::to_string(p.src_info[s] / nvs) +
+                 " (one per token and destination rank)";
+    return "";
   }
 
   // group_of for this plan: the dup row each primary heads, -2 for a duplicate.
@@ -122,58 +153,91 @@ struct MpiLayer<T>::Impl {
   // Destination, then source: the combine prologue of `rows` (weighted by
   // recv_w or not) into each primary's source `back` row, fence, and each
   // source's sum of its primaries' rows in increasing k into `out`.
-  void reduce_to_sources(const char* op, const MpiLayerPlan& p, const const_rows_view& rows, bool weighted,
+  void reduce_to_sources(const char* op, const MpiLayerPlan& p, const const_rows_view& y, bool weighted,
                          const rows_view& out) {
-    mark_duplicates(p);
+    // group_of: marked by start() (primaries_error)
     const W* rw = recv_w();
-    const std::int64_t row_bytes = H * std::int64_t(sizeof(A));
+    const bool direct = win->direct();
+    if (!direct) std::fill(packed.begin(), packed.end(), 0);
     for (std::int64_t s = 0; s < nvs; ++s) {
       const std::int32_t src = p.src_info[s];
       if (src < 0 || group_of[static_cast<std::size_t>(s)] == -2) continue;
       const int r = static_cast<int>(src / nvs);
       const std::int64_t i = src % nvs;
-      A* part = win->direct() ? reinterpret_cast<A*>(win->peer(r) + o_back) + i * H : &scratch[s * H];
-      // (Raw rows and the branch on `weighted` outside the loops: the same
-      // operations in the same order, vectorisable.)
-      const T* row = &rows(s, 0);
-      if (weighted) {
-        const A f = A(rw[s]);
-        for (std::int64_t h = 0; h < H; ++h) part[h] = f * widen(row[h]);
-      } else {
-        for (std::int64_t h = 0; h < H; ++h) part[h] = widen(row[h]);
+      A* part;
+      if (direct) {
+        part = reinterpret_cast<A*>(win->peer(r) + o_back) + i * H;
+      } else {  // at most S per source (primaries_error)
+        const std::int64_t at = r * c.tokens + packed[static_cast<std::size_t>(r)]++;
+        part = &scratch[static_cast<std::size_t>(at * H)];
+        scratch_idx[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(i);
       }
+      // (Whole rows through core/row_loops.hpp: the same operations in the
+      // same order, vectorised for the CPU it runs on.)
+      if (weighted)
+        rows::scale(part, A(rw[s]), &y(s, 0), H);
+      else
+        rows::widen(part, &y(s, 0), H);
       const std::int32_t j = group_of[static_cast<std::size_t>(s)];
       if (j >= 0)
         for (std::int32_t q = p.dup_groups[3 * j + 1]; q < p.dup_groups[3 * j + 1] + p.dup_groups[3 * j + 2]; ++q) {
           const std::int64_t slot = p.dup_loffs[q];
-          const T* dup = &rows(slot, 0);
-          if (weighted) {
-            const A fq = A(rw[slot]);
-            for (std::int64_t h = 0; h < H; ++h) part[h] += fq * widen(dup[h]);
-          } else {
-            for (std::int64_t h = 0; h < H; ++h) part[h] += widen(dup[h]);
-          }
+          if (weighted)
+            rows::add_scaled(part, A(rw[slot]), &y(slot, 0), H);
+          else
+            rows::add(part, &y(slot, 0), H);
         }
-      if (!win->direct()) win->put(part, row_bytes, r, o_back + i * row_bytes);
     }
+    if (!direct) put_back_blocks();
     win->fence(op);
+    if (!direct) find_back_rows(p);
     A* acc_row = acc.data();
     for (std::int64_t t = 0; t < p.entries / K; ++t) {
       bool first = true;
       for (std::int64_t k = 0; k < K; ++k) {
         if (p.dst[t * K + k] < 0) continue;  // a duplicate: in its primary's partial row
-        const A* row = back_row(t * K + k);
+        const A* row = direct ? back_row(t * K + k) : row_of[static_cast<std::size_t>(t * K + k)];
         if (first)
           std::copy(row, row + H, acc_row);
         else
-          for (std::int64_t h = 0; h < H; ++h) acc_row[h] = acc_row[h] + row[h];
+          rows::add(acc_row, row, H);
         first = false;
       }
-      T* o = &out(t, 0);
-      for (std::int64_t h = 0; h < H; ++h) o[h] = round(acc_row[h]);
+      rows::narrow(&out(t, 0), acc_row, H);
     }
   }
   std::vector<A> acc;  // [H] a token's sum at the source
+
+  // Rma, at the destination: each source's partial rows and their entries
+  // as one MPI_Put each into the source's back[me] and back_idx[me].
+  void put_back_blocks() {
+    const std::int64_t row_bytes = H * std::int64_t(sizeof(A)), idx_bytes = sizeof(std::int32_t);
+    for (int r = 0; r < c.ranks; ++r) {
+      const std::int64_t n = packed[static_cast<std::size_t>(r)], at = std::int64_t{r} * c.tokens;
+      if (n == 0) continue;
+      win->put(&scratch[static_cast<std::size_t>(at * H)], n * row_bytes, r, o_back + me * c.tokens * row_bytes);
+      win->put(&scratch_idx[static_cast<std::size_t>(at)], n * idx_bytes, r,
+               o_back_idx + me * c.tokens * idx_bytes);
+    }
+  }
+  // Rma, at the source after the fence: row_of[i] for every primary entry
+  // i. Destination d sent as many rows as this rank's plan has primaries
+  // there; an index outside them (plans of different steps on different
+  // ranks) is ignored, and an entry nobody sent reads zeros.
+  void find_back_rows(const MpiLayerPlan& p) {
+    std::fill(packed.begin(), packed.end(), 0);
+    for (std::int64_t i = 0; i < p.entries; ++i) {
+      row_of[static_cast<std::size_t>(i)] = zero_row.data();
+      if (p.dst[i] >= 0) ++packed[static_cast<std::size_t>(decode(p.dst[i]).rank)];
+    }
+    const std::int32_t* idx = local<std::int32_t>(o_back_idx);
+    for (int d = 0; d < c.ranks; ++d)
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(packed[static_cast<std::size_t>(d)], c.tokens); ++k) {
+        const std::int64_t at = std::int64_t{d} * c.tokens + k, i = idx[at];
+        if (i >= 0 && i < p.entries) row_of[static_cast<std::size_t>(i)] = back_row(at);
+      }
+  }
+  std::vector<A> zero_row;  // [H] (rma)
 
   // Both combines: the checks, then the sums.
   void combine(const MpiLayerPlan& p, const const_rows_view& y, bool weighted, const rows_view& out) {
