@@ -56,6 +56,9 @@ std::vector<std::pair<std::string, Step>> mpi_steps(int R) {
   all.emplace_back("full", synthetic_step(Config{R, 4 * R, 4, 12, 4, 4}, 1.5, 11, false));
   all.emplace_back("ragged", synthetic_step(Config{R, 4 * R, 4, 12, 4, 4}, 1.5, 12, true));
   all.emplace_back("one rank per token", one_rank_step(Config{R, 2 * R, 6, 10, 2, 3}, 14));
+  // K = 2: from np 3 on more ranks than K (the rma world's partial rows
+  // then go one MPI_Put each, not in blocks per pair of ranks).
+  all.emplace_back("K below R", synthetic_step(Config{R, 4 * R, 2, 12, 4, 4}, 1.5, 13, false));
   return all;
 }
 

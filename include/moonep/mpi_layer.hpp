@@ -17,8 +17,9 @@
 // prologue are summed in the source's `back` row in place); on an
 // MpiRmaWorld every row a source sends is one MPI_Put, and what comes back
 // goes as blocks, one MPI_Put each per pair of ranks: the partial rows
-// packed per source (back [R][S][H] A there, with the entry of each in
-// back_idx [R][S]; at most S per pair, one per token), and per-entry values
+// packed per source where R <= K (back holds them as [R][S][H] A then,
+// with the entry of each in back_idx [R][S]; at most S per pair, one per
+// token; with more ranks one MPI_Put per partial row), and per-entry values
 // (dispatch's routing weights, the backward's values for the sources) into
 // a region in_w [R][S*K] W of the receiver, which takes the entries it
 // needs from it. Either way a row travels once per

@@ -35,15 +35,20 @@ struct MpiLayer<T>::Impl {
   // goes to one rank goes as one block per pair of ranks:
   //   in_w [R][S*K] W     per-entry values (dispatch's routing weights, the
   //                       values backward sends to sources)
-  //   back [R][S][H] A    the partial rows from destination d, packed in
-  //   back_idx [R][S] i32 its slot order, and the entry each one is for
-  // (one partial row per token and destination rank: at most S from d).
+  //   back [R][S][H] A    with `blocks`: the partial rows from destination
+  //   back_idx [R][S] i32 d, packed in its slot order, and the entry each
+  //                       one is for (one partial row per token and
+  //                       destination rank: at most S from d)
+  // back [R][S] fits in back [S*K] when R <= K (`blocks`); for more ranks
+  // than K each partial row is one MPI_Put into back[entry], so that the
+  // window never grows past S*K rows.
   std::int64_t o_recv, o_recv_w, o_grad_in, o_back, o_back_w, o_in_w, o_back_idx, bytes;
+  bool blocks = false;
   std::unique_ptr<impl::MpiLayerWindow> win;
-  std::vector<A> scratch;                // [R][S][H] partial rows before their MPI_Put, per source (rma)
-  std::vector<std::int32_t> scratch_idx;  // [R][S] the source's entry of each (rma)
+  std::vector<A> scratch;  // partial rows before their MPI_Put (rma): [R][S][H] with blocks, else [NvS][H]
+  std::vector<std::int32_t> scratch_idx;  // [R][S] the source's entry of each (blocks)
   std::vector<std::int64_t> packed;       // [R] partial rows for each source this step
-  std::vector<const A*> row_of;          // [S*K] where entry i's partial row arrived (rma)
+  std::vector<const A*> row_of;          // [S*K] where entry i's partial row arrived (blocks)
   std::vector<std::int32_t> group_of;  // [NvS] this step's dup row headed by the slot, or -1 (-2: a duplicate)
 
   Impl(MpiWorld& w, const Config& config, int hidden)
@@ -52,18 +57,19 @@ struct MpiLayer<T>::Impl {
     o_recv_w = o_recv + aligned(nvs * H * std::int64_t(sizeof(T)));
     o_grad_in = o_recv_w + aligned(nvs * std::int64_t(sizeof(W)));
     const bool rma = w.kind() != MpiWorldKind::shared;
-    const std::int64_t back_rows = rma ? c.ranks * c.tokens : c.entries();
+    blocks = rma && c.ranks <= c.topk;
+    const std::int64_t block_rows = std::int64_t{c.ranks} * c.tokens;  // <= S*K with blocks
     o_back = o_grad_in + aligned(nvs * H * std::int64_t(sizeof(T)));
-    o_back_w = o_back + aligned(back_rows * H * std::int64_t(sizeof(A)));
+    o_back_w = o_back + aligned(c.entries() * H * std::int64_t(sizeof(A)));
     o_in_w = o_back_w + aligned(c.entries() * std::int64_t(sizeof(W)));
     o_back_idx = o_in_w + (rma ? aligned(c.ranks * c.entries() * std::int64_t(sizeof(W))) : 0);
-    bytes = o_back_idx + (rma ? aligned(back_rows * std::int64_t(sizeof(std::int32_t))) : 0);
+    bytes = o_back_idx + (blocks ? aligned(block_rows * std::int64_t(sizeof(std::int32_t))) : 0);
     const long long fingerprint[] = {c.ranks, c.experts, c.topk, c.tokens, c.copy_slots, c.token_padding, hidden,
                                      static_cast<long long>(sizeof(T)), std::is_same_v<T, bf16> ? 1 : 0};
     win = std::make_unique<impl::MpiLayerWindow>(w, bytes, fingerprint, 9, "MpiLayer");
-    if (!win->direct()) {
-      scratch.resize(static_cast<std::size_t>(back_rows * H));
-      scratch_idx.resize(static_cast<std::size_t>(back_rows));
+    if (!win->direct()) scratch.resize(static_cast<std::size_t>((blocks ? block_rows : nvs) * H));
+    if (blocks) {
+      scratch_idx.resize(static_cast<std::size_t>(block_rows));
       row_of.resize(static_cast<std::size_t>(c.entries()));
       zero_row.assign(static_cast<std::size_t>(H), A(0));
     }
@@ -158,7 +164,8 @@ struct MpiLayer<T>::Impl {
     // group_of: marked by start() (primaries_error)
     const W* rw = recv_w();
     const bool direct = win->direct();
-    if (!direct) std::fill(packed.begin(), packed.end(), 0);
+    const std::int64_t row_bytes = H * std::int64_t(sizeof(A));
+    if (blocks) std::fill(packed.begin(), packed.end(), 0);
     for (std::int64_t s = 0; s < nvs; ++s) {
       const std::int32_t src = p.src_info[s];
       if (src < 0 || group_of[static_cast<std::size_t>(s)] == -2) continue;
@@ -167,10 +174,12 @@ struct MpiLayer<T>::Impl {
       A* part;
       if (direct) {
         part = reinterpret_cast<A*>(win->peer(r) + o_back) + i * H;
-      } else {  // at most S per source (primaries_error)
+      } else if (blocks) {  // at most S per source (primaries_error)
         const std::int64_t at = r * c.tokens + packed[static_cast<std::size_t>(r)]++;
         part = &scratch[static_cast<std::size_t>(at * H)];
         scratch_idx[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(i);
+      } else {
+        part = &scratch[static_cast<std::size_t>(s * H)];
       }
       // (Whole rows through core/row_loops.hpp: the same operations in the
       // same order, vectorised for the CPU it runs on.)
@@ -187,16 +196,17 @@ struct MpiLayer<T>::Impl {
           else
             rows::add(part, &y(slot, 0), H);
         }
+      if (!direct && !blocks) win->put(part, row_bytes, r, o_back + i * row_bytes);
     }
-    if (!direct) put_back_blocks();
+    if (blocks) put_back_blocks();
     win->fence(op);
-    if (!direct) find_back_rows(p);
+    if (blocks) find_back_rows(p);
     A* acc_row = acc.data();
     for (std::int64_t t = 0; t < p.entries / K; ++t) {
       bool first = true;
       for (std::int64_t k = 0; k < K; ++k) {
         if (p.dst[t * K + k] < 0) continue;  // a duplicate: in its primary's partial row
-        const A* row = direct ? back_row(t * K + k) : row_of[static_cast<std::size_t>(t * K + k)];
+        const A* row = blocks ? row_of[static_cast<std::size_t>(t * K + k)] : back_row(t * K + k);
         if (first)
           std::copy(row, row + H, acc_row);
         else
@@ -208,7 +218,7 @@ struct MpiLayer<T>::Impl {
   }
   std::vector<A> acc;  // [H] a token's sum at the source
 
-  // Rma, at the destination: each source's partial rows and their entries
+  // Rma with blocks, at the destination: each source's partial rows and their entries
   // as one MPI_Put each into the source's back[me] and back_idx[me].
   void put_back_blocks() {
     const std::int64_t row_bytes = H * std::int64_t(sizeof(A)), idx_bytes = sizeof(std::int32_t);
@@ -220,7 +230,7 @@ struct MpiLayer<T>::Impl {
                o_back_idx + me * c.tokens * idx_bytes);
     }
   }
-  // Rma, at the source after the fence: row_of[i] for every primary entry
+  // Rma with blocks, at the source after the fence: row_of[i] for every primary entry
   // i. Destination d sent as many rows as this rank's plan has primaries
   // there; an index outside them (plans of different steps on different
   // ranks) is ignored, and an entry nobody sent reads zeros.
@@ -237,7 +247,7 @@ struct MpiLayer<T>::Impl {
         if (i >= 0 && i < p.entries) row_of[static_cast<std::size_t>(i)] = back_row(at);
       }
   }
-  std::vector<A> zero_row;  // [H] (rma)
+  std::vector<A> zero_row;  // [H] (blocks)
 
   // Both combines: the checks, then the sums.
   void combine(const MpiLayerPlan& p, const const_rows_view& y, bool weighted, const rows_view& out) {
