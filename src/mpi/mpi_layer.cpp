@@ -218,8 +218,8 @@ struct MpiLayer<T>::Impl {
   }
   std::vector<A> acc;  // [H] a token's sum at the source
 
-  // Rma with blocks, at the destination: each source's partial rows and their entries
-  // as one MPI_Put each into the source's back[me] and back_idx[me].
+  // Rma with blocks, at the destination: each source's partial rows and
+  // their entries as one MPI_Put each into its back[me] and back_idx[me].
   void put_back_blocks() {
     const std::int64_t row_bytes = H * std::int64_t(sizeof(A)), idx_bytes = sizeof(std::int32_t);
     for (int r = 0; r < c.ranks; ++r) {
@@ -230,10 +230,10 @@ struct MpiLayer<T>::Impl {
                o_back_idx + me * c.tokens * idx_bytes);
     }
   }
-  // Rma with blocks, at the source after the fence: row_of[i] for every primary entry
-  // i. Destination d sent as many rows as this rank's plan has primaries
-  // there; an index outside them (plans of different steps on different
-  // ranks) is ignored, and an entry nobody sent reads zeros.
+  // Rma with blocks, at the source after the fence: row_of[i] for every
+  // primary entry i. Destination d sent as many rows as this rank's plan
+  // has primaries there; an index outside them (plans of different steps
+  // on different ranks) is ignored, and an entry nobody sent reads zeros.
   void find_back_rows(const MpiLayerPlan& p) {
     std::fill(packed.begin(), packed.end(), 0);
     for (std::int64_t i = 0; i < p.entries; ++i) {
