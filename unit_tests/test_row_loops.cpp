@@ -21,7 +21,8 @@ using moonep::bf16;
 
 template <class V>
 bool same_bits(const std::vector<V>& a, const std::vector<V>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0;
+  // (An empty vector's data() may be null, which memcmp must not get.)
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0);
 }
 
 // Values whose products and sums round (a fixed linear congruential draw).
