@@ -164,7 +164,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # --mpi-timeout cases and runs alone (PROCESSORS 4): about 65 s of a leg's
 # wall time each. What it checks (processes agreeing on their options and
 # input, timeouts, one error line) is the CLI's host code over MPI, the
-# same whatever the Kokkos; test.sh and the sanitizers' run keep it.
+# same whatever the Kokkos; test.sh runs it.
 kokkos_free_tests='^test_mpi_cli_agreement$'
 
 leg_openmp() {

@@ -4,7 +4,8 @@
 # UndefinedBehaviorSanitizer: configures and builds build-asan
 # (-O1 -g1, -fsanitize=address,undefined, no CUDA), then runs every
 # CTest test there: the unit tests, the CLI tests, the fuzz smoke test
-# (test_fuzz_cli) and the MPI tests. Any sanitizer report fails the run
+# (test_fuzz_cli) and the MPI tests (but test_mpi_cli_agreement, below).
+# Any sanitizer report fails the run
 # (UBSan halts on the first error; ASan always does). Exits non-zero if
 # anything fails. Works from any directory.
 #
@@ -56,6 +57,11 @@ time ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$build_jobs" -LE 
 # reported as leaks by every process at exit, whatever MoonEP does. The
 # MPI worlds also leave the buffers of an exchange abandoned at a timeout
 # to MPI on purpose (moonep/mpi_world.hpp).
-echo "test_sanitizers.sh: CTest, the MPI tests (label mpi), leak detection off"
-time ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j "$build_jobs" -L mpi -LE perf || status=1
+# Left out: test_mpi_cli_agreement, about 60 s of waiting out MPI start-up
+# and --mpi-timeout bounds on purpose, one mpirun at a time, to keep CI
+# within its time; test.sh runs it, and moonep-plan's MPI paths run here
+# under the sanitizers through the mpi_cli_* tests.
+echo "test_sanitizers.sh: CTest, the MPI tests (label mpi) but test_mpi_cli_agreement, leak detection off"
+time ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j "$build_jobs" -L mpi -LE perf \
+  -E '^test_mpi_cli_agreement$' || status=1
 exit "$status"
