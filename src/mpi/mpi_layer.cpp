@@ -107,17 +107,20 @@ struct MpiLayer<T>::Impl {
     return {static_cast<int>(v / nvs), v % nvs, code >= 0};
   }
 
-  // The start of every operation: the plan's and the arguments' errors.
-  void start(const char* op, const MpiLayerPlan& plan, std::string error) {
+  // The start of every operation: the plan's and the arguments' errors;
+  // `sums` for the operations that send partial rows back to the sources
+  // (reduce_to_sources: combine, dispatch's backward).
+  void start(const char* op, const MpiLayerPlan& plan, std::string error, bool sums = false) {
     std::string plan_error = layer::mpi_plan_error(plan, c, me);
-    if (plan_error.empty()) plan_error = primaries_error(plan);
+    if (plan_error.empty() && sums) plan_error = primaries_error(plan);
     win->start(op, plan_error.empty() ? error : plan_error);
   }
 
   // A partial row goes back per token and destination rank, so no source
   // has more than S primary slots here (the rma world's back blocks hold
-  // S rows per rank). A plan that says otherwise is refused on every world.
-  // Leaves group_of marked for the operation (mark_duplicates).
+  // S rows per rank). A plan that says otherwise is refused by the
+  // operations that send partial rows back, on every world. Leaves
+  // group_of marked for the operation (mark_duplicates).
   std::string primaries_error(const MpiLayerPlan& p) {
     mark_duplicates(p);
     std::fill(packed.begin(), packed.end(), 0);
@@ -161,7 +164,7 @@ struct MpiLayer<T>::Impl {
   // source's sum of its primaries' rows in increasing k into `out`.
   void reduce_to_sources(const char* op, const MpiLayerPlan& p, const const_rows_view& y, bool weighted,
                          const rows_view& out) {
-    // group_of: marked by start() (primaries_error)
+    // group_of: marked by start(..., sums = true) (primaries_error)
     const W* rw = recv_w();
     const bool direct = win->direct();
     const std::int64_t row_bytes = H * std::int64_t(sizeof(A));
@@ -253,7 +256,8 @@ struct MpiLayer<T>::Impl {
   void combine(const MpiLayerPlan& p, const const_rows_view& y, bool weighted, const rows_view& out) {
     start("combine", p,
           layer::first_error({layer::extent_error("y", y, nvs, H, "NvS", "H"),
-                              layer::extent_error("out", out, c.tokens, H, "S", "H")}));
+                              layer::extent_error("out", out, c.tokens, H, "S", "H")}),
+          true);
     reduce_to_sources("combine", p, y, weighted, out);
   }
 
@@ -457,7 +461,7 @@ void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_v
   Impl& m = *impl_;
   const std::string error = layer::first_error({layer::extent_error("grad_recv", grad_recv, m.nvs, m.H, "NvS", "H"),
                                                 layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H")});
-  m.start("dispatch backward", plan, error);
+  m.start("dispatch backward", plan, error, true);
   m.reduce_to_sources("dispatch backward", plan, grad_recv, false, grad_x);
 }
 
@@ -471,7 +475,7 @@ void MpiLayer<T>::dispatch_backward(const MpiLayerPlan& plan, const const_rows_v
                                                 layer::extent_error("grad_recv_w", grad_recv_w, m.nvs, "NvS"),
                                                 layer::extent_error("grad_x", grad_x, config_.tokens, m.H, "S", "H"),
                                                 layer::extent_error("grad_w", grad_w, config_.tokens, m.K, "S", "K")});
-  m.start(op, plan, error);
+  m.start(op, plan, error, true);
   // The per-entry weight gradients go back before the rows' fence.
   m.begin_back();
   for (std::int64_t s = 0; s < m.nvs; ++s)
