@@ -6,10 +6,11 @@
 // A, rounded to T once; no FMA, MoonEP builds with -ffp-contract=off).
 //
 // Why a separate file: a plain x86-64 build only has SSE2, and these loops
-// are most of the combine's time. On x86-64 Linux with GCC or Clang each
-// function is compiled for AVX-512, AVX2 and the baseline
-// (`target_clones`), and the loader picks the best the CPU has, so a
-// Release build runs as fast as one built with -march for the machine.
+// are most of the combine's time. On x86-64 Linux, with a compiler that
+// has `target_clones` for these functions (GCC; not Clang 14, not nvcc),
+// each is compiled for AVX-512, AVX2 and the baseline, and the loader
+// picks the best the CPU has, so a Release build runs as fast as one
+// built with -march for the machine. Elsewhere: one plain version.
 #pragma once
 
 #include <cstdint>
