@@ -67,10 +67,10 @@ void check_type() {
       moonep::rows::add(got.data(), in, std::int64_t(n));
       CHECK(same_bits(want, got));
 
-      std::vector<T> want_t(n), got_t(n);
-      for (std::size_t h = 0; h < n; ++h) want_t[h] = static_cast<T>(acc_all[off + h] / A(3));
       std::vector<A> thirds(n);
+      std::vector<T> want_t(n), got_t(n);
       for (std::size_t h = 0; h < n; ++h) thirds[h] = acc_all[off + h] / A(3);
+      for (std::size_t h = 0; h < n; ++h) want_t[h] = static_cast<T>(thirds[h]);
       moonep::rows::narrow(got_t.data(), thirds.data(), std::int64_t(n));
       CHECK(same_bits(want_t, got_t));
     }
