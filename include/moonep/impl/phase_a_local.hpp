@@ -90,6 +90,8 @@ struct InputScratch {
   Kokkos::View<std::int64_t, typename T::mem> bad;  // host: ids outside [0, E) the histogram saw
   typename T::ivec block_bad;  // device: [L][nblocks] ids outside [0, E) in each block
   typename T::ivec done;       // device: [L] teams of validate_block_offsets done this step (0 between steps)
+  typename T::ivec tallies;    // device: [L][E] tokens per expert summed by validate_histogram's teams
+                               // (when passed; zero between steps, see there)
   // The step's status on the device, read back by the host in one copy:
   // [0] the validation result, problems found (bad ids, mismatching counts,
   // bad token counts; LocalRanks::stop points here), [1] the pairs Phase B
@@ -113,6 +115,7 @@ struct InputScratch {
     if (!host_style) {
       block_bad = typename T::ivec(p + "block_bad", static_cast<std::size_t>(L) * nblocks);
       done = typename T::ivec(p + "done", static_cast<std::size_t>(L));  // zeroed once, reset by the kernel
+      tallies = typename T::ivec(p + "tallies", static_cast<std::size_t>(L) * E);  // zeroed once, then by Phase B
     }
     status = typename T::lvec(p + "status", 2);
     problems = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(status.data());
@@ -203,13 +206,16 @@ void validate_host(const Exec& exec, const InputScratch<Exec>& s, const LocalRan
       problems);
 }
 
-// The same, device form, in two kernels (one team per block, then a few
-// per rank) that leave the same counts, starts and problem count; hist and base
-// are laid out per block (see above). The first zeroes the problem count,
-// to which the second's teams add their rank's problems (a given
-// tokens_per_expert is compared where its pointer is set).
+// validate_device's first kernel, one team per block. With `tallies`
+// ([L][E], zero on entry; only an in-process step graph passes them) each
+// team also adds its block's counts into its rank's row with atomics, so
+// that the row holds the rank's tokens per expert when the kernel ends:
+// Phase B then needs nothing of the second kernel and runs beside it
+// (PortablePlanner::build_step_graph; Phase B's second kernel zeroes them
+// again). Integer sums: the same whatever the order of the teams.
 template <class Exec>
-void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+void validate_histogram(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
+                        std::int32_t* tallies) {
   using T = Types<Exec>;
   using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
@@ -219,39 +225,53 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
   const auto problems = s.problems;
   const auto routing = lr.routing;
   const LocalRanks<Exec> ranks = lr;  // entries(l): N_l of a ragged step
-  {
-    int level = 0;
-    const auto policy = with_scratch<typename T::scratch_i32>(
-        typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), E, &level);
-    launch.parallel_for(
-        "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team) {
-          const std::int64_t lb = team.league_rank(), l = lb / nb, b = lb % nb;
-          const std::int32_t* ids = routing(l).at;
-          typename T::scratch_i32 h(team.team_scratch(level), E);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
-          team.team_barrier();
-          const std::int64_t n = ranks.entries(l), begin = b * len;
-          const std::int64_t stop = (b + 1) * len < n ? (b + 1) * len : n, end = stop > begin ? stop : begin;
-          std::int32_t nbad = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, begin, end),
-              [&](const std::int64_t i, std::int32_t& acc) {
-                const std::int32_t e = ids[i];
-                if (e < 0 || e >= E) {
-                  ++acc;
-                } else {
-                  Kokkos::atomic_add(&h(e), 1);
-                }
-              },
-              nbad);
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { hist(lb * E + e) = h(e); });
-          Kokkos::single(Kokkos::PerTeam(team), [&]() {
-            block_bad(lb) = nbad;
-            if (lb == 0) problems() = 0;  // the next kernel's teams add to it
-          });
+  int level = 0;
+  const auto policy = with_scratch<typename T::scratch_i32>(
+      typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), E, &level);
+  launch.parallel_for(
+      "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team) {
+        const std::int64_t lb = team.league_rank(), l = lb / nb, b = lb % nb;
+        const std::int32_t* ids = routing(l).at;
+        typename T::scratch_i32 h(team.team_scratch(level), E);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
+        team.team_barrier();
+        const std::int64_t n = ranks.entries(l), begin = b * len;
+        const std::int64_t stop = (b + 1) * len < n ? (b + 1) * len : n, end = stop > begin ? stop : begin;
+        std::int32_t nbad = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, begin, end),
+            [&](const std::int64_t i, std::int32_t& acc) {
+              const std::int32_t e = ids[i];
+              if (e < 0 || e >= E) {
+                ++acc;
+              } else {
+                Kokkos::atomic_add(&h(e), 1);
+              }
+            },
+            nbad);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
+          const std::int32_t c = h(e);
+          hist(lb * E + e) = c;
+          if (tallies && c != 0) Kokkos::atomic_add(tallies + l * E + e, c);
         });
-  }
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          block_bad(lb) = nbad;
+          if (lb == 0) problems() = 0;  // the next kernel's teams add to it
+        });
+      });
+}
+
+// validate_device's second kernel (see below).
+template <class Exec>
+void validate_block_offsets(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int E = s.E, nb = s.nblocks;
+  const auto hist = s.hist;
+  const auto block_bad = s.block_bad;
+  const auto problems = s.problems;
+  const LocalRanks<Exec> ranks = lr;
   const auto base = s.base;
   const auto counts = s.counts;
   const auto estart = s.estart;
@@ -342,6 +362,18 @@ void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, 
       "moonep::portable::validate_block_offsets",
       one_round_team_policy<scratch>(launch.exec(), s.L * G, items > E ? items : E, items, &unused_level, offsets),
       offsets);
+}
+
+// The same, device form, in two kernels (validate_histogram, one team per
+// block, then validate_block_offsets, a few per rank) that leave the same
+// counts, starts and problem count; hist and base are laid out per block
+// (see above). The first zeroes the problem count,
+// to which the second's teams add their rank's problems (a given
+// tokens_per_expert is compared where its pointer is set).
+template <class Exec>
+void validate_device(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+  validate_histogram(launch, s, lr, nullptr);
+  validate_block_offsets(launch, s, lr);
 }
 
 // Phase A, every local rank, host form: its receive slots start empty (-1)

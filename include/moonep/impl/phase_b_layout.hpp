@@ -48,8 +48,9 @@ struct LayoutStep {
   using T = Types<Exec>;
   int R, E, B, epn;
   std::int64_t tp, ow_cu, ow_zfr, ow_rs, sh_etc, NvS, cap, sh_ptr, sh_pairs;
-  typename T::ivec donor_of;
-  typename T::imat alloc, expert_offset;
+  std::int64_t ow_cum;
+  typename T::ivec donor_of, copies;
+  typename T::imat alloc, expert_offset, cum;
   typename T::refs tables;
   Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged> npairs;
   std::int32_t* chunk0;
@@ -57,8 +58,18 @@ struct LayoutStep {
   LayoutStep(const ChunkLayout& L, const RootScratch<Exec>& rs, std::int32_t* chunk0_)
       : R(L.R), E(L.E), B(L.B), epn(L.epn), tp(L.tp), ow_cu(L.ow_cu), ow_zfr(L.ow_zfr), ow_rs(L.ow_rs),
         sh_etc(L.shared + L.sh_etc), NvS(L.NvS), cap(L.pair_capacity), sh_ptr(L.shared + L.sh_ptr),
-        sh_pairs(L.shared + L.sh_pairs), donor_of(rs.donor_of), alloc(rs.alloc), expert_offset(rs.expert_offset),
-        tables(rs.tables), npairs(rs.npairs), chunk0(chunk0_) {}
+        sh_pairs(L.shared + L.sh_pairs), ow_cum(L.ow_cum), donor_of(rs.donor_of), copies(rs.copies), alloc(rs.alloc),
+        expert_offset(rs.expert_offset), cum(rs.cum), tables(rs.tables), npairs(rs.npairs), chunk0(chunk0_) {}
+
+  // Device form: what phaseB_moves_and_split left in Phase B's scratch for
+  // destination d (its cum row, its remote_stats[d][1]) into d's tables,
+  // by the whole team (once validation has passed).
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void publish_moves(const Member& team, const int d) const {
+    std::int32_t* own = tables(d).at;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { own[ow_cum + e] = cum(d, e); });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs + 1] = copies(d); });
+  }
 
   // Scratch of layout(): the donor's counts on d, then a picked flag per j.
   std::int64_t scratch_n() const { return 2 * static_cast<std::int64_t>(epn); }
@@ -181,15 +192,19 @@ struct LayoutStep {
 };
 
 // Steps 4 and 5, one team per destination d; with `pairs_by_last_team`
-// (the device form) the pairs too, by whichever team finishes last
-// (last_team_to_arrive on rs.done, portable_types.hpp, as
+// (the device form) first d's results of phaseB_moves_and_split into its
+// tables (publish_moves), and the pairs too, by whichever team finishes
+// last (last_team_to_arrive on rs.done, portable_types.hpp, as
 // validate_block_offsets' last team per rank), from every team's
-// expert_offset. No team waits for another.
+// expert_offset. No team waits for another. `tallies` (an in-process
+// step graph's, validate_histogram, read by phaseB_moves_and_split; else
+// null): team d zeroes row d for the next step, bad input or not.
 // What must stay true: rs.done is back at 0 after every step (bad input
-// returns before any team counts, in every team alike).
+// returns before any team counts, in every team alike); so are the
+// tallies.
 template <class Exec>
 void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                    std::int32_t* chunk0, bool pairs_by_last_team) {
+                    std::int32_t* chunk0, bool pairs_by_last_team, std::int32_t* tallies = nullptr) {
   using T = Types<Exec>;
   using member = typename T::member;
   using scratch = typename T::scratch_i32;
@@ -199,9 +214,16 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
   const int R = L.R;
   const std::int64_t scratch_n = step.scratch_n();
   int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
+  const int E = L.E;
   const auto body = KOKKOS_LAMBDA(const member& team) {
+    const int d = team.league_rank();
+    if (tallies) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E),
+                           [&](const int e) { tallies[static_cast<std::int64_t>(d) * E + e] = 0; });
+    }
     if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-    step.layout(team, team.league_rank(), scratch(team.team_scratch(level), scratch_n));
+    if (pairs_by_last_team) step.publish_moves(team, d);
+    step.layout(team, d, scratch(team.team_scratch(level), scratch_n));
     if (!pairs_by_last_team) return;
     if (!last_team_to_arrive(team, &done(0), R)) return;  // the pairs need every team's expert_offset
     step.template pairs<true>(team);

@@ -272,7 +272,10 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
 // R teams each load E*R counts: fine on a device, R times the host form's
 // loads on a host (which keeps its two kernels).
 // What must stay true: every team computes the same moves (same loads,
-// same sequence); team h's remaining starts at h's totals, as rs.total's.
+// same sequence); team h's remaining starts at h's totals, as rs.total's;
+// nothing is stored outside RootScratch (cum and remote_stats[h][1] go to
+// rs.cum and rs.copies; phaseB_layout_and_pairs publishes them), so that
+// the kernel may run on any counts, before validation has ended.
 template <class Exec>
 void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
                              const std::int32_t* counts) {
@@ -280,12 +283,11 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
   using member = typename T::member;
   using Mem = typename T::mem;
   const int R = L.R, E = L.E, B = L.B, epn = L.epn;
-  const std::int64_t ow_cum = L.ow_cum, ow_rs = L.ow_rs;
   const auto donor_of_out = rs.donor_of;
   const auto inflow_out = rs.inflow;
   const auto alloc = rs.alloc;
-  const auto tables = rs.tables;
-  const std::int64_t* const stop = rs.stop;
+  const auto cum_rows = rs.cum_rows;
+  const auto copies = rs.copies;
   int level = 0;
   // Scratch (int64): held, donor, inflow, quota, takes [R] each, then
   // remaining [epn].
@@ -294,7 +296,10 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
       sized_team_policy(launch.exec(), R, kMovesThreads, kMovesVector), n_scratch, &level);
   launch.parallel_for(
       "moonep::portable::phaseB_moves_and_split", policy, KOKKOS_LAMBDA(const member& team) {
-        if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
+        // No check of the validation result here: this kernel stores only
+        // Phase B's scratch (whatever its counts, bad input's included),
+        // and may run before validation ends; phaseB_layout_and_pairs
+        // checks it before anything leaves the scratch.
         const int h = team.league_rank();
         typename T::scratch_i64 all(team.team_scratch(level), 5 * R + epn);
         auto held = Kokkos::subview(all, Kokkos::make_pair(0, R));
@@ -310,7 +315,7 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
         });
         team.team_barrier();
         const int first = h * epn;
-        step1_totals(team, R, E, epn, counts, ow_cum, tables, h == 0, held,
+        step1_totals(team, R, E, epn, counts, 0, cum_rows, h == 0, held,
                      [&](const int e, const std::int32_t t) {
                        if (e >= first && e < first + epn) remaining(e - first) = t;
                      });
@@ -327,7 +332,7 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
         }
         team.team_barrier();
         if (team.team_rank() != 0) return;  // the takes: one vector alone (see the top)
-        step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, tables(h).at + ow_rs + 1);
+        step3_takes<Mem>(team, h, R, epn, B, quota, takes, remaining, rows, copies.data() + h);
       });
 }
 

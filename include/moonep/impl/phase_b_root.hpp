@@ -23,9 +23,13 @@
 // Device form, the same work in two launches (each a round trip less on a
 // GPU, where these small kernels cost their latency):
 //   phaseB_moves_and_split   one team per owner h: steps 1 and 2 (every
-//                            team alike), then h's step 3;
-//   phaseB_layout_and_pairs  one team per destination d: steps 4 and 5,
-//                            then the pairs by the team that ends last.
+//                            team alike), then h's step 3, into Phase B's
+//                            scratch only (so that it may run before
+//                            validation ends: an in-process step graph
+//                            runs it beside validate_block_offsets);
+//   phaseB_layout_and_pairs  one team per destination d: d's results of
+//                            the first kernel into its tables, steps 4 and
+//                            5, then the pairs by the team that ends last.
 // Steps 2 and 3 are sequences of arg-max/arg-min picks with the spec's
 // tie-breaks (reducers.hpp); each runs on one vector of its team (a warp
 // on a GPU), as the files say why. What each kernel must keep true is

@@ -27,6 +27,13 @@ struct RootScratch {
   typename T::imat expert_offset;  // [R][E] step 5
   typename T::ivec done;           // [1] device form: teams of phaseB_layout_and_pairs done this step (0 between steps)
   typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
+  // Device form: what phaseB_moves_and_split computes for rank d's own
+  // tables, kept here until phaseB_layout_and_pairs (which runs after
+  // validation) stores it into tables[d]: the first kernel stores nothing
+  // outside this scratch, so a step graph runs it before validation ends.
+  typename T::imat cum;            // [R][E] step 1: cum_excl of rank d
+  typename T::ivec copies;         // [R] step 3: remote_stats[d][1]
+  typename T::refs cum_rows;       // [R] the rows of cum, as step1_totals stores through tables
   typename T::refs tables;         // [R] where rank d's per-rank tables are written
   // Pairs found (<= pair_capacity): status[1] of the planner's InputScratch,
   // read back with the validation result in one copy.
@@ -50,6 +57,14 @@ struct RootScratch {
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
     done = typename T::ivec(p + "done", 1);  // zeroed once, reset by the kernel
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
+    cum = typename T::imat(p + "cum", L.R, L.E);
+    copies = typename T::ivec(p + "copies", L.R);
+    cum_rows = typename T::refs(p + "cum_rows", L.R);
+    {
+      auto h = Kokkos::create_mirror_view(cum_rows);
+      for (int d = 0; d < L.R; ++d) h(d).at = cum.data() + static_cast<std::int64_t>(d) * L.E;
+      Kokkos::deep_copy(cum_rows, h);
+    }
     tables = typename T::refs(p + "tables", L.R);
     npairs = Kokkos::View<std::int64_t, typename T::mem, Kokkos::MemoryUnmanaged>(npairs_at);
     auto h_tables = Kokkos::create_mirror_view(tables);

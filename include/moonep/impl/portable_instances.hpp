@@ -26,6 +26,8 @@
 #define MOONEP_PORTABLE_PHASE_FUNCTIONS(X, Exec) \
   X(Exec, validate_host)                         \
   X(Exec, validate_device)                       \
+  X(Exec, validate_histogram)                    \
+  X(Exec, validate_block_offsets)                \
   X(Exec, clear_slots)                           \
   X(Exec, stable_counting_sort)                  \
   X(Exec, clear_and_scatter)                     \

@@ -47,7 +47,7 @@
 // before the phases (the first bad local rank's validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
 // eight kernels (portable::StepGraph), Phase B's two on a branch beside
-// A+C1's (build_step_graph), built at construction (on a device space on
+// the validation's second kernel and A+C1's (build_step_graph), built at construction (on a device space on
 // an instance of the planner's own) and submitted on the planner's
 // instance once per step: on Kokkos::Cuda one graph launch, then
 // the copy and the fence. Where Kokkos has no usable graph (before 4.5:
@@ -446,26 +446,36 @@ class PortablePlanner {
     if constexpr (!portable::Types<ExecutionSpace>::host) {
       space = Kokkos::Experimental::partition_space(exec_, 1)[0];
     }
-    // Phase B reads the counts where validation left them (local index l
-    // is world rank l here), not the tpe_in rows Phase A copies them to,
-    // so it needs only validation: its kernels run beside Phase A + C1's
-    // (small teams, a latency each, next to a kernel over every entry),
-    // and C2 waits for both.
+    // Phase B on a branch of its own (local index l is world rank l here,
+    // so its counts can come straight from validation): its first kernel
+    // reads the tallies validate_histogram sums and stores nothing but
+    // Phase B's scratch, so it runs beside the rest of validation; its
+    // second, which publishes, waits for validation too; C2 waits for it
+    // and for Phase A + C1. Phase B's kernels are small teams, a latency
+    // each, which the other branch's kernels over every entry hide.
     std::int32_t* chunk0 = world_.local_chunk(0).data();
     bool ranks_in_order = true;
     for (int l = 0; l < lr_.count; ++l) ranks_in_order = ranks_in_order && world_.local_ranks()[l] == l;
-    const std::int32_t* counts = ranks_in_order ? input_.counts.data() : chunk0 + layout_.tpe_in;
     graph_ = Kokkos::Experimental::create_graph(space, [&](const auto& root) {
       using node_type = typename portable::Launcher<ExecutionSpace>::node_type;
       node_type last = root;
       const portable::Launcher<ExecutionSpace> launch(space, last, graph_kernels_);
-      portable::validate_device(launch, input_, lr_);
+      std::int32_t* tallies = ranks_in_order ? input_.tallies.data() : nullptr;
+      portable::validate_histogram(launch, input_, lr_, tallies);
+      const node_type counted = last;
+      portable::validate_block_offsets(launch, input_, lr_);
       const node_type validated = last;
       portable::clear_and_scatter(launch, layout_, input_, lr_);
-      const node_type scattered = last;
-      if (ranks_in_order) last = validated;
-      portable::plan_root(launch, layout_, root_, chunk0, counts, false);
-      if (ranks_in_order) last = Kokkos::Experimental::when_all(scattered, last);
+      if (ranks_in_order) {
+        const node_type scattered = last;
+        last = counted;
+        portable::phase_b_moves_and_split(launch, layout_, root_, tallies);
+        last = Kokkos::Experimental::when_all(validated, last);
+        portable::phase_b_layout(launch, layout_, root_, chunk0, true, tallies);
+        last = Kokkos::Experimental::when_all(scattered, last);
+      } else {
+        portable::plan_root(launch, layout_, root_, chunk0, chunk0 + layout_.tpe_in, false);
+      }
       portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst, false);
       portable::rank_outputs_device(launch, layout_, lr_, store_);
     });
