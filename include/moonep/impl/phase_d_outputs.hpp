@@ -276,6 +276,35 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
         if (ranks.stopped()) return;  // (the whole team, before any barrier)
         const std::int64_t lt = team.league_rank(), l = lt / tiles, t = lt - l * tiles, lo = t * kSlotTile;
         const std::int64_t ts = team.team_size(), r = team.team_rank();
+        const std::int64_t first = l * NvS;
+        const std::int32_t* slots = chunk(l).at + slots_at;
+        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS;
+        // A round's loads (thread r's kPer contiguous slots): each slot's link
+        // and dup index, then what depends only on the link: a primary's two
+        // counts in its tile, a duplicate's primary's start (in the
+        // primary's tile). Only the tiles' prefix (below) depends on the
+        // scan; so the first (on a device space the only) round's loads are
+        // issued before it and wait on memory beside the tile totals'.
+        std::int32_t link[kPer], index[kPer], q0[kPer], q1[kPer];
+        const auto load = [&](const std::int64_t k0) {
+          for (int j = 0; j < kPer; ++j) {
+            const bool in = k0 + j < hi;
+            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
+            index[j] = in ? slots[3 * (k0 + j) + 2] : 0;
+          }
+          for (int j = 0; j < kPer; ++j) {
+            const std::int64_t k = k0 + j;
+            q0[j] = 0;
+            q1[j] = 0;
+            if (link[j] <= -2) {
+              q0[j] = dgroup(first + k);
+              q1[j] = dstart(first + k);
+            } else if (link[j] >= 0) {
+              q1[j] = dstart(first + link[j]);
+            }
+          }
+        };
+        load(lo + r * kPer);
         // before(u): the packed counts of rank l's tiles before tile u. Thread
         // r sums a contiguous run of the tile totals, one team scan.
         typename T::scratch_i64 before(team.team_scratch(level), tiles + 1);
@@ -293,36 +322,12 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
           if (r == ts - 1) before(tiles) = run;
         }
         team.team_barrier();
-        const std::int64_t first = l * NvS;
-        const std::int32_t* slots = chunk(l).at + slots_at;
-        const std::int64_t hi = lo + kSlotTile < NvS ? lo + kSlotTile : NvS;
         const std::int64_t here = before(t);
         for (std::int64_t base = lo; base < hi; base += ts * kPer) {
           const std::int64_t k0 = base + r * kPer;
-          std::int32_t link[kPer], index[kPer];
-          for (int j = 0; j < kPer; ++j) {
-            const bool in = k0 + j < hi;
-            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
-            index[j] = in ? slots[3 * (k0 + j) + 2] : 0;
-          }
-          // The loads that depend on a slot's link, all before any store: a
-          // primary's two counts in its tile; a duplicate's primary's start
-          // (in the primary's tile) and that tile's prefix.
-          std::int32_t q0[kPer], q1[kPer];
+          if (base != lo) load(k0);  // (rounds after the first: a host space's)
           std::int64_t at[kPer];
-          for (int j = 0; j < kPer; ++j) {
-            const std::int64_t k = k0 + j;
-            q0[j] = 0;
-            q1[j] = 0;
-            at[j] = here;
-            if (link[j] <= -2) {
-              q0[j] = dgroup(first + k);
-              q1[j] = dstart(first + k);
-            } else if (link[j] >= 0) {
-              q1[j] = dstart(first + link[j]);
-              at[j] = before(link[j] / kSlotTile);  // the primary's tile
-            }
-          }
+          for (int j = 0; j < kPer; ++j) at[j] = link[j] >= 0 ? before(link[j] / kSlotTile) : here;  // the primary's tile
           for (int j = 0; j < kPer; ++j) {
             const std::int64_t k = k0 + j;
             if (link[j] <= -2) {
