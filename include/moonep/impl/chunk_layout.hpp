@@ -37,14 +37,19 @@ struct ChunkLayout {
   //   cum_excl [E] (cum[r-1][e]), cu_seqlens [E+B], zero_fill [E+B][2], remote_stats [2]
   std::int64_t own = 0;
   std::int64_t ow_cum = 0, ow_cu = 0, ow_zfr = 0, ow_rs = 0, own_len = 0;
-  // [NvS][3] per receive slot: (src_info, dup link, dup index), written by
-  // the source ranks in Phase C2. dup link: -1 none, -2-n primary of a
-  // token with n duplicates here, else the primary's slot (this slot is a
-  // duplicate, number `dup index` in increasing k).
+  // [NvS][slot_ints] per receive slot: (src_info, dup link, dup index),
+  // written by the source ranks in Phase C2. dup link: -1 none, -2-n
+  // primary of a token with n duplicates here, else the primary's slot
+  // (this slot is a duplicate, number `dup index` in increasing k).
+  // slot_ints: 3 in the host form; 4 in the device form (a fourth value
+  // nobody reads), with `slots` and `total` multiples of 4, so that on a
+  // GPU a slot is one aligned 16-byte store (Phase C2's stores to
+  // scattered slots were most of its time: 3 separate stores each).
   std::int64_t slots = 0;
   std::int64_t total = 0;
+  int slot_ints = 3;
 
-  explicit ChunkLayout(const Config& c) {
+  explicit ChunkLayout(const Config& c, int slot_ints_ = 3) : slot_ints(slot_ints_) {
     R = c.ranks; E = c.experts; B = c.copy_slots; K = c.topk; S = c.tokens;
     epn = c.experts_per_rank(); tp = c.token_padding;
     N = c.entries(); NvS = c.slots();
@@ -59,8 +64,9 @@ struct ChunkLayout {
     ow_cum = 0; ow_cu = E; ow_zfr = ow_cu + E + B; ow_rs = ow_zfr + 2 * (E + B);
     own_len = ow_rs + 2;
     at += own_len;
-    slots = at; at += 3 * NvS;
-    total = at;
+    if (slot_ints == 4) at = (at + 3) / 4 * 4;
+    slots = at; at += slot_ints * NvS;
+    total = slot_ints == 4 ? (at + 3) / 4 * 4 : at;
   }
 };
 

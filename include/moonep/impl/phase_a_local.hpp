@@ -385,7 +385,7 @@ template <class Exec>
 void clear_slots(const Exec& exec, const ChunkLayout& CL, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
   using T = Types<Exec>;
   const int E = CL.E;
-  const std::int64_t slots_len = 3 * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
+  const std::int64_t slots_len = CL.slot_ints * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
   const auto chunk = lr.chunk;
   const auto rank = lr.rank;
   const auto direct = lr.direct_chunk;
@@ -455,7 +455,7 @@ void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, cons
   using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
   const std::int64_t N = s.N, len = s.block_len;
-  const std::int64_t slots_len = 3 * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
+  const std::int64_t slots_len = CL.slot_ints * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
   const std::int64_t share = (width + nb - 1) / nb;  // values each team clears
   const auto base = s.base;
   const auto estart = s.estart;

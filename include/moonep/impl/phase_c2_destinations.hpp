@@ -42,14 +42,18 @@ namespace moonep::impl::portable {
 template <class Exec>
 struct PublishScratch {
   using T = Types<Exec>;
-  typename T::ivec staging;                     // [L][N][3] in sorted order
+  typename T::ivec staging;                     // [L][N][slot_ints] in sorted order
   Kokkos::View<PutRun*, typename T::mem> runs;  // [L][pair_capacity]
+  // Whether the device kernel stores each slot as one SlotQuad: 4 values a
+  // slot, and every slot it stores (the direct chunks' slots, the staging)
+  // 16-byte aligned (the planner checks the pointers once).
+  bool quads = false;
 
   PublishScratch() = default;
   PublishScratch(const ChunkLayout& CL, int L, bool needs_puts) {
     if (!needs_puts) return;  // every destination is stored into in place
     const std::string p = "moonep::portable::publish.";
-    staging = compat::uninitialized_view<typename T::ivec>(p + "staging", static_cast<std::size_t>(3 * L * CL.N));
+    staging = compat::uninitialized_view<typename T::ivec>(p + "staging", static_cast<std::size_t>(CL.slot_ints * L * CL.N));
     runs = Kokkos::View<PutRun*, typename T::mem>(p + "runs", static_cast<std::size_t>(L * CL.pair_capacity));
   }
 };
@@ -71,13 +75,13 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
                             typename Types<Exec>::ivec dst_all, bool host_style) {
   if constexpr (!Types<Exec>::host) {  // (a host space never instantiates the device kernel)
     if (!host_style) {
-      destinations_and_dedup_device(launch, CL, in, ps.staging, lr, dst_all);
+      destinations_and_dedup_device(launch, CL, in, ps.staging, ps.quads, lr, dst_all);
       return;
     }
   }
   using T = Types<Exec>;
   const int K = CL.K, S = CL.S;
-  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
+  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots, w = CL.slot_ints;
   const auto pos = in.pos;
   const auto staging = ps.staging;
   const EntryDestination<Exec> destination(CL, in, lr);
@@ -128,7 +132,7 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
             if (later[d] > 0) link = -2 - later[d];
           }
           std::int32_t* to = direct(d).at;
-          to = to ? to + slots_at + 3 * (raw[k] - d * NvS) : staging.data() + 3 * (l * N + pos(l * N + i));
+          to = to ? to + slots_at + w * (raw[k] - d * NvS) : staging.data() + w * (l * N + pos(l * N + i));
           to[0] = static_cast<std::int32_t>(src_base + i);
           to[1] = link;
           to[2] = index;
@@ -143,7 +147,7 @@ void publication_runs(const Exec& exec, const ChunkLayout& CL, const InputScratc
                       const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr) {
   using T = Types<Exec>;
   const int E = CL.E;
-  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, cap = CL.pair_capacity;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, cap = CL.pair_capacity, w = CL.slot_ints;
   const std::int64_t sh_ptr = CL.sh_ptr, sh_pairs = CL.sh_pairs;
   const std::int64_t ow_cum = CL.own + CL.ow_cum;
   const auto counts = in.counts;
@@ -163,7 +167,7 @@ void publication_runs(const Exec& exec, const ChunkLayout& CL, const InputScratc
         const std::int32_t* shared = shared_tables(l).at;
         PutRun* out = runs.data() + l * cap;
         // This source's global range of e-entries, and their start in its
-        // staging (rank l's part, [N][3], is the source of its put).
+        // staging (rank l's part, [N][slot_ints], is the source of its put).
         const std::int64_t c0 = chunk(l).at[ow_cum + e], c1 = c0 + counts(le);
         const std::int64_t j0 = estart(le);
         std::int64_t acum_before = 0;
@@ -176,7 +180,7 @@ void publication_runs(const Exec& exec, const ChunkLayout& CL, const InputScratc
           PutRun run{0, 0, 0, 0, 0};
           if (b < x && !direct(d).at) {
             const std::int64_t loff = shared[sh_pairs + 3 * p + 2] + b - d * NvS;
-            run = PutRun{d, 0, slots_at + 3 * loff, 3 * (j0 + b - c0), 3 * (x - b)};
+            run = PutRun{d, 0, slots_at + w * loff, w * (j0 + b - c0), w * (x - b)};
           }
           out[p] = run;
           acum_before = acum;

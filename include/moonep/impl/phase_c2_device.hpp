@@ -80,6 +80,15 @@ struct EntryDestination {
   }
 };
 
+// A slot's values as one aligned 16-byte unit (the device form's slots are
+// 4 int32: ChunkLayout::slot_ints), so that a lane's slot is one vector
+// store (st.global.v4 on Kokkos::Cuda) where three int32 stores each cost
+// the L2 a write of their own; used where every destination's slots are
+// 16-byte aligned (PublishScratch::quads), else the values one by one.
+struct alignas(16) SlotQuad {
+  std::int32_t v[4];
+};
+
 // Threads per team of the device form's phaseC2_destinations_dedup, and
 // the int32 team scratch it takes (rank and raw slot of each lane's entry).
 inline constexpr int kC2Threads = 256;
@@ -94,12 +103,12 @@ inline int c2_vector_width(int K) {
 
 template <class Exec, class Staging>
 void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
-                                   const Staging& staging, const LocalRanks<Exec>& lr,
+                                   const Staging& staging, bool quads, const LocalRanks<Exec>& lr,
                                    typename Types<Exec>::ivec dst_all) {
   using T = Types<Exec>;
   using member = typename T::member;
   const int K = CL.K, S = CL.S;
-  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots;
+  const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots, w = CL.slot_ints;
   const auto pos = in.pos;
   const EntryDestination<Exec> destination(CL, in, lr);
   const auto direct = lr.direct_chunk;
@@ -144,7 +153,7 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
             const std::int32_t mine = raw[k], primary_raw = raw[primary];
             const std::int32_t src = static_cast<std::int32_t>(static_cast<std::int64_t>(rank(l)) * NvS + i);
             std::int32_t* to = direct(d).at;
-            to = to ? to + slots_at + 3 * (mine - d * NvS) : staging.data() + 3 * (l * N + pos(l * N + i));
+            to = to ? to + slots_at + w * (mine - d * NvS) : staging.data() + w * (l * N + pos(l * N + i));
             std::int32_t link = -1, index = 0;
             if (primary < k) {
               dst_all(l * N + i) = -mine - 1;
@@ -154,9 +163,13 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
               dst_all(l * N + i) = mine;
               if (same > 1) link = -1 - same;
             }
-            to[0] = src;
-            to[1] = link;
-            to[2] = index;
+            if (quads) {
+              *reinterpret_cast<SlotQuad*>(to) = SlotQuad{{src, link, index, -1}};
+            } else {
+              to[0] = src;
+              to[1] = link;
+              to[2] = index;
+            }
           });
         });
       });

@@ -160,7 +160,7 @@ template <class Exec>
 void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks<Exec>& lr,
                        const PlanStore<Exec>& out) {
   using T = Types<Exec>;
-  const std::int64_t NvS = CL.NvS, slots_at = CL.slots;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, w = CL.slot_ints;
   const auto chunk = lr.chunk;
   const auto src_info = out.src_info;
   const auto dstart = out.dstart;
@@ -177,7 +177,7 @@ void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks
         const std::int64_t first = l * NvS;
         std::int32_t groups = 0, dups = 0;
         for (std::int64_t loff = 0; loff < NvS; ++loff) {
-          const std::int32_t* slot = slots + 3 * loff;
+          const std::int32_t* slot = slots + w * loff;
           src_info(first + loff) = slot[0];
           const std::int32_t link = slot[1];
           if (link <= -2) {
@@ -193,7 +193,7 @@ void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks
         dup_counts(2 * l) = groups;
         dup_counts(2 * l + 1) = dups;
         for (std::int64_t loff = 0; loff < NvS; ++loff) {
-          const std::int32_t* slot = slots + 3 * loff;
+          const std::int32_t* slot = slots + w * loff;
           if (slot[1] >= 0) dup_loffs(first + dstart(first + slot[1]) + slot[2]) = static_cast<std::int32_t>(loff);
         }
         for (std::int64_t k = 0; k < tables.width_; ++k) tables(l, k);
@@ -206,7 +206,7 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
   using T = Types<Exec>;
   using member = typename T::member;
   constexpr int kPer = kSlotsPerThread;
-  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, tiles = out.tiles;
+  const std::int64_t NvS = CL.NvS, slots_at = CL.slots, tiles = out.tiles, w = CL.slot_ints;
   const int league = static_cast<int>(lr.count * tiles);
   const auto chunk = lr.chunk;
   const auto src_info = out.src_info;
@@ -236,8 +236,8 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
           std::int32_t src[kPer], link[kPer];
           for (int j = 0; j < kPer; ++j) {
             const bool in = k0 + j < hi;
-            src[j] = in ? slots[3 * (k0 + j)] : 0;
-            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
+            src[j] = in ? slots[w * (k0 + j)] : 0;
+            link[j] = in ? slots[w * (k0 + j) + 1] : -1;
           }
           std::int64_t mine = 0;
           for (int j = 0; j < kPer; ++j) mine += link[j] <= -2 ? kGroup + (-2 - link[j]) : 0;
@@ -289,8 +289,8 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
         const auto load = [&](const std::int64_t k0) {
           for (int j = 0; j < kPer; ++j) {
             const bool in = k0 + j < hi;
-            link[j] = in ? slots[3 * (k0 + j) + 1] : -1;
-            index[j] = in ? slots[3 * (k0 + j) + 2] : 0;
+            link[j] = in ? slots[w * (k0 + j) + 1] : -1;
+            index[j] = in ? slots[w * (k0 + j) + 2] : 0;
           }
           for (int j = 0; j < kPer; ++j) {
             const std::int64_t k = k0 + j;

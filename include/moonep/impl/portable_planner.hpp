@@ -123,7 +123,7 @@ class PortablePlanner {
   // Throws InputError for a bad config or a world of the wrong size.
   // Collective (allocates the world's symmetric buffer).
   PortablePlanner(const Config& config, world_type& world, const ExecutionSpace& exec = ExecutionSpace())
-      : config_(checked_config(config, world.size())), layout_(config_), world_(world), claim_(world), exec_(exec) {
+      : config_(checked_config(config, world.size())), layout_(config_, host_form ? 3 : 4), world_(world), claim_(world), exec_(exec) {
     world_.allocate(layout_.total);
     const std::vector<int>& ranks = world_.local_ranks();
     const int L = static_cast<int>(ranks.size());
@@ -174,6 +174,8 @@ class PortablePlanner {
     input_ = portable::InputScratch<ExecutionSpace>(exec_, L, layout_.E, layout_.N, host_form);
     lr_.stop = input_.problems.data();
     publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
+    publish_.quads = layout_.slot_ints == 4 && aligned16(publish_.staging.data());
+    for (const std::int32_t* c : direct) publish_.quads = publish_.quads && (!c || aligned16(c + layout_.slots));
     store_ = portable::PlanStore<ExecutionSpace>(config_, L, host_form);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
@@ -394,9 +396,9 @@ class PortablePlanner {
     if (!needs_puts_) return;
     portable::publication_runs(exec_, layout_, input_, publish_, lr_);
     compat::fence(exec_, "moonep::portable::phaseC2_before_put");
-    const std::int64_t n3 = 3 * layout_.N, cap = layout_.pair_capacity;
+    const std::int64_t n = layout_.slot_ints * layout_.N, cap = layout_.pair_capacity;
     for (int l = 0; l < lr_.count; ++l) {
-      world_.put_runs(world_.local_ranks()[l], Kokkos::subview(publish_.staging, Kokkos::make_pair(l * n3, (l + 1) * n3)),
+      world_.put_runs(world_.local_ranks()[l], Kokkos::subview(publish_.staging, Kokkos::make_pair(l * n, (l + 1) * n)),
                       Kokkos::subview(publish_.runs, Kokkos::make_pair(l * cap, (l + 1) * cap)));
     }
   }
@@ -482,6 +484,8 @@ class PortablePlanner {
     graph_->instantiate();
   }
 #endif
+
+  static bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
   // Whether every device-form kernel's team scratch fits level 0 (else the
   // step stays a sequence: a graph would hold level-1 scratch pools).
