@@ -275,10 +275,11 @@ void phase_b_expert_split(const Launcher<Exec>& launch, const ChunkLayout& L, co
 // same sequence); team h's remaining starts at h's totals, as rs.total's;
 // nothing is stored outside RootScratch (cum and remote_stats[h][1] go to
 // rs.cum and rs.copies; phaseB_layout_and_pairs publishes them), so that
-// the kernel may run on any counts, before validation has ended.
+// in the step graph it may run before validation has ended (on the
+// tallies: counts of the valid ids, whatever the input).
 template <class Exec>
 void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
-                             const std::int32_t* counts) {
+                             const std::int32_t* counts, const std::int64_t* stop) {
   using T = Types<Exec>;
   using member = typename T::member;
   using Mem = typename T::mem;
@@ -296,10 +297,14 @@ void phase_b_moves_and_split(const Launcher<Exec>& launch, const ChunkLayout& L,
       sized_team_policy(launch.exec(), R, kMovesThreads, kMovesVector), n_scratch, &level);
   launch.parallel_for(
       "moonep::portable::phaseB_moves_and_split", policy, KOKKOS_LAMBDA(const member& team) {
-        // No check of the validation result here: this kernel stores only
-        // Phase B's scratch (whatever its counts, bad input's included),
-        // and may run before validation ends; phaseB_layout_and_pairs
-        // checks it before anything leaves the scratch.
+        // `stop` (the validation result; null in the step graph, where this
+        // kernel may run before validation ends and reads the tallies,
+        // which are counts whatever the input): on bad input the tpe_in
+        // rows it reads otherwise were never written this step (Phase A
+        // did nothing), and their sums could overflow. Either way it
+        // stores only Phase B's scratch; phaseB_layout_and_pairs checks
+        // the result again before anything leaves it.
+        if (stop && *stop > 0) return;  // (whole team, before any barrier)
         const int h = team.league_rank();
         typename T::scratch_i64 all(team.team_scratch(level), 5 * R + epn);
         auto held = Kokkos::subview(all, Kokkos::make_pair(0, R));

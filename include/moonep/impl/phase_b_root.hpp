@@ -61,7 +61,7 @@ void plan_root(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScr
     phase_b_layout(launch, L, rs, chunk0, false);
     phase_b_pairs(launch, L, rs, chunk0);
   } else {
-    phase_b_moves_and_split(launch, L, rs, counts);
+    phase_b_moves_and_split(launch, L, rs, counts, rs.stop);
     phase_b_layout(launch, L, rs, chunk0, true);
   }
 }

@@ -471,7 +471,7 @@ class PortablePlanner {
       if (ranks_in_order) {
         const node_type scattered = last;
         last = counted;
-        portable::phase_b_moves_and_split(launch, layout_, root_, tallies);
+        portable::phase_b_moves_and_split(launch, layout_, root_, tallies, nullptr);
         last = Kokkos::Experimental::when_all(validated, last);
         portable::phase_b_layout(launch, layout_, root_, chunk0, true, tallies);
         last = Kokkos::Experimental::when_all(scattered, last);
