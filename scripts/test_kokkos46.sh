@@ -257,6 +257,19 @@ leg_cuda() {
     result cuda FAILED "build: $build_failed of $build_steps commands failed: $(grep '^FAILED: ' "$dir.build.log" | sed 's/^FAILED: //; s/ *$//' | paste -sd' ')"
     return 0
   fi
+  # nvcc only warns when device code calls a host-only function (#20011-D,
+  # #20014-D), and the program it builds does what it likes there: a
+  # RankChunks member called inside a team kernel read out of bounds on an
+  # H100. No GPU here to see it, so such a warning from MoonEP's own code
+  # fails the leg.
+  local host_calls
+  host_calls=$(grep -E "^$repo/.*warning #2001[14]-D" "$dir.build.log" | sed -E 's/: warning #2001[14]-D: /: /' | sort -u || true)
+  if [[ -n "$host_calls" ]]; then
+    echo "--- device code calling host functions:"
+    echo "$host_calls"
+    result cuda FAILED "nvcc: device code calls host functions ($(wc -l <<<"$host_calls") places, listed above)"
+    return 0
+  fi
   result cuda OK "build OK ($build_steps commands); no tests run (no GPU driver here)"
 }
 
