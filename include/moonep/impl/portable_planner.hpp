@@ -85,6 +85,7 @@
 
 #include "moonep/config.hpp"
 #include "moonep/error.hpp"
+#include "moonep/impl/alignment.hpp"
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/input_shapes.hpp"
 #include "moonep/impl/kokkos_compat.hpp"
@@ -484,8 +485,6 @@ class PortablePlanner {
     graph_->instantiate();
   }
 #endif
-
-  static bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
   // Whether every device-form kernel's team scratch fits level 0 (else the
   // step stays a sequence: a graph would hold level-1 scratch pools).

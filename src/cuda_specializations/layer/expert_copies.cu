@@ -17,6 +17,7 @@
 #include "moonep/host_plan.hpp"
 #include "moonep/layer_reference.hpp"
 #include "copy_kernels.cuh"
+#include "element_sizes.hpp"
 #include "group_sizes.hpp"
 
 namespace moonep::cuda {
@@ -24,10 +25,6 @@ namespace {
 
 using i64 = std::int64_t;
 using copy_kernels::CopyParams;
-
-int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
-
-bool aligned16(const void* v) { return (reinterpret_cast<std::uintptr_t>(v) & 15u) == 0; }
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 #include "../gpu_world/symmetric_mapping.hpp"
 #include "../host_checks.hpp"
 #include "copy_kernels.cuh"
+#include "element_sizes.hpp"
 #include "group_sizes.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_expert_copies.hpp"
@@ -48,10 +49,6 @@ using impl::check_cuda;
 using impl::DeviceScope;
 
 constexpr const char* kWho = "moonep::cuda::GpuWorldExpertCopies";
-
-int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
-i64 aligned(i64 bytes) { return (bytes + 255) / 256 * 256; }
-bool aligned16(const void* v) { return (reinterpret_cast<std::uintptr_t>(v) & 15u) == 0; }
 
 void check_rank(int d, int R, const char* what) {
   if (d < 0 || d >= R) {
@@ -144,7 +141,7 @@ GpuWorldExpertCopies::GpuWorldExpertCopies(GpuWorld& world, std::int64_t params,
   i64 off = 0;
   const auto take = [&](i64 bytes) {
     const i64 at = off;
-    off += aligned(bytes);
+    off += aligned256(bytes);
     return at;
   };
   s.off_control = take(layer::kControlBytes);

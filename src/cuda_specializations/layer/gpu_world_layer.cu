@@ -38,6 +38,7 @@
 #include "../gpu_world/peers.hpp"
 #include "../gpu_world/symmetric_mapping.hpp"
 #include "../host_checks.hpp"
+#include "element_sizes.hpp"
 #include "moonep/error.hpp"
 #include "moonep/gpu_world_layer.hpp"
 #include "process_barrier.hpp"
@@ -56,10 +57,6 @@ using impl::DeviceScope;
 namespace {
 
 constexpr const char* kWho = "moonep::cuda::GpuWorldLayer";
-
-int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
-int accum_bytes(Element e) { return e == Element::f64 ? 8 : 4; }
-i64 aligned(i64 bytes) { return (bytes + 255) / 256 * 256; }
 
 template <class T>
 struct Tag {
@@ -188,7 +185,7 @@ GpuWorldLayer::GpuWorldLayer(GpuWorld& world, int hidden, int hidden_out, Elemen
   i64 off = 0;
   const auto take = [&](i64 bytes) {
     const i64 at = off;
-    off += aligned(bytes);
+    off += aligned256(bytes);
     return at;
   };
   s.off_control = take(layer::kControlBytes);

@@ -26,6 +26,7 @@
 
 #include "../gpu_world/layer_access.hpp"
 #include "../host_checks.hpp"
+#include "element_sizes.hpp"
 #include "group_sizes.hpp"
 #include "moe_gemm.hpp"
 #include "moonep/error.hpp"
@@ -97,7 +98,7 @@ struct GpuWorldMoeLayer::State {
     if (fetched) cudaEventDestroy(fetched);
   }
 
-  i64 elem() const { return type == Element::f64 ? 8 : (type == Element::bf16 ? 2 : 4); }
+  i64 elem() const { return element_bytes(type); }
   i64 Q() const { return static_cast<i64>(H) * O; }
   // Group g's parameters (and their gradient's place) on its rank.
   i64 own_at(const impl::MoeGroup& g) const { return (g.slot - g.d * config.experts_per_rank()) * Q() * elem(); }

@@ -130,7 +130,7 @@ VirtualRankMoeLayer::VirtualRankMoeLayer(const VirtualRankPlanner& planner, int 
   std::vector<const std::int32_t*> cu_seqlens;
   for (int r = 0; r < c.ranks; ++r) cu_seqlens.push_back(planner.rank_plan(r).cu_seqlens);
   s.group_sizes = std::make_unique<impl::PlanGroupSizes>(c, cu_seqlens, "MoE layer");
-  const i64 R = c.ranks, nvs = c.slots(), B = c.copy_slots, e = s.elem(), wbytes = type == Element::f64 ? 8 : 4;
+  const i64 R = c.ranks, nvs = c.slots(), B = c.copy_slots, e = s.elem(), wbytes = accum_bytes(type);
   s.groups.reserve(static_cast<std::size_t>(R * c.groups()));
   // Zeroed once (DeviceBuffer): slots no step writes read as 0.
   s.recv.allocate(R * nvs * hidden * e, "allocating the MoE layer's recv");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../device_buffer.hpp"
+#include "element_sizes.hpp"
 #include "group_sizes.hpp"
 #include "moe_gemm.hpp"
 #include "moonep/config.hpp"
@@ -34,7 +35,7 @@ struct VirtualRankMoeLayer::State {
   std::unique_ptr<impl::BlasHandle> blas;
   ~State();
 
-  std::int64_t elem() const { return type == Element::f64 ? 8 : (type == Element::bf16 ? 2 : 4); }
+  std::int64_t elem() const { return element_bytes(type); }
   std::int64_t Q() const { return static_cast<std::int64_t>(H) * O; }
 
   // The non-empty groups of the last read_groups (moe_gemm.hpp).

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "../host_checks.hpp"
+#include "element_sizes.hpp"
 #include "entry_kernels.cuh"
 #include "gather_kernels.cuh"
 #include "moonep/cuda_layer.hpp"
@@ -31,8 +32,6 @@ using layer::kThreads;
 using layer::LayerParams;
 
 namespace {
-
-int element_bytes(Element e) { return e == Element::f64 ? 8 : (e == Element::bf16 ? 2 : 4); }
 
 // Rows move in 16-byte pieces when a row is a whole number of them and
 // every row buffer of the call starts on a 16-byte boundary.
