@@ -161,7 +161,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # Left out of the openmp and develop legs' CTest runs: test_mpi_cli_agreement
 # starts moonep-plan under mpirun some twenty times, waits out its
-# --mpi-timeout cases and runs alone (PROCESSORS 4): about 65 s of a leg's
+# --mpi-timeout cases: about 65 s of a leg's
 # wall time each. What it checks (processes agreeing on their options and
 # input, timeouts, one error line) is the CLI's host code over MPI, the
 # same whatever the Kokkos; test.sh runs it.
