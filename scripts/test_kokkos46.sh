@@ -160,9 +160,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # Left out of the openmp and develop legs' CTest runs: test_mpi_cli_agreement
-# starts moonep-plan under mpirun some twenty times, waits out its
-# --mpi-timeout cases: about 65 s of a leg's
-# wall time each. What it checks (processes agreeing on their options and
+# starts moonep-plan under mpirun some twenty times and waits out its
+# --mpi-timeout cases: about 65 s of a leg's wall time each. What it checks (processes agreeing on their options and
 # input, timeouts, one error line) is the CLI's host code over MPI, the
 # same whatever the Kokkos; test.sh runs it.
 kokkos_free_tests='^test_mpi_cli_agreement$'
@@ -258,10 +257,10 @@ leg_cuda() {
     return 0
   fi
   # nvcc only warns when device code calls a host-only function (#20011-D,
-  # #20014-D), and the program it builds does what it likes there: a
-  # RankChunks member called inside a team kernel read out of bounds on an
-  # H100. No GPU here to see it, so such a warning from MoonEP's own code
-  # fails the leg.
+  # #20014-D), and the program it builds does what it likes there: a host
+  # struct's member function called inside a team kernel (a variant tried
+  # for issue 37) read out of bounds on an H100. No GPU here to see it, so
+  # such a warning from MoonEP's own code fails the leg.
   local host_calls
   host_calls=$(grep -E "^$repo/.*warning #2001[14]-D" "$dir.build.log" | sed -E 's/: warning #2001[14]-D: /: /' | sort -u || true)
   if [[ -n "$host_calls" ]]; then
