@@ -74,7 +74,7 @@ void with_type(Element e, F&& f) {
 bool all_aligned(const void* const* v, const std::vector<int>& local) {
   if (!v) return true;
   for (int r : local)
-    if (v[r] && (reinterpret_cast<std::uintptr_t>(v[r]) & 15u) != 0) return false;
+    if (v[r] && !aligned16(v[r])) return false;
   return true;
 }
 

@@ -37,7 +37,7 @@ namespace {
 // every row buffer of the call starts on a 16-byte boundary.
 LayerParams with_pieces(LayerParams p, std::initializer_list<const void*> rows) {
   p.vec16 = p.row_bytes % 16 == 0;
-  for (const void* v : rows) p.vec16 = p.vec16 && (reinterpret_cast<std::uintptr_t>(v) & 15u) == 0;
+  for (const void* v : rows) p.vec16 = p.vec16 && aligned16(v);
   return p;
 }
 
