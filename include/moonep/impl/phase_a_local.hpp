@@ -27,7 +27,9 @@
 //    few teams per rank (each a group of experts, a thread per expert and
 //    segment of blocks), turns the rank's blocks into base[l][b][e] (its
 //    e-entries in the blocks before b) and counts, and the rank's last team
-//    to finish its estart (a team scan over E) and the rank's problems;
+//    to finish its estart (a team scan over E) and the rank's problems (in
+//    the step graph, from the histogram's tallies, every team its share:
+//    no team waits for another);
 //    phaseAC1_clear_and_scatter, one team per block, clears its share of
 //    the rank's receive slots (Phase A) and ranks each entry among the
 //    earlier entries of its block, held in team scratch (C1): estart +
@@ -226,29 +228,25 @@ void validate_histogram(const Launcher<Exec>& launch, const InputScratch<Exec>& 
   const auto routing = lr.routing;
   const LocalRanks<Exec> ranks = lr;  // entries(l): N_l of a ragged step
   int level = 0;
+  // Scratch: the block's E counters, then its count of bad ids (h(E)):
+  // a scratch atomic where a bad id occurs (none on valid input), which
+  // the barrier before the stores orders, instead of a team reduction
+  // (its barriers and broadcast on every step's longest path).
   const auto policy = with_scratch<typename T::scratch_i32>(
-      typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), E, &level);
+      typename T::team_policy(launch.exec(), s.L * nb, Kokkos::AUTO), E + 1, &level);
   launch.parallel_for(
       "moonep::portable::validate_histogram", policy, KOKKOS_LAMBDA(const member& team) {
         const std::int64_t lb = team.league_rank(), l = lb / nb, b = lb % nb;
         const std::int32_t* ids = routing(l).at;
-        typename T::scratch_i32 h(team.team_scratch(level), E);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) { h(e) = 0; });
+        typename T::scratch_i32 h(team.team_scratch(level), E + 1);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E + 1), [&](const int e) { h(e) = 0; });
         team.team_barrier();
         const std::int64_t n = ranks.entries(l), begin = b * len;
         const std::int64_t stop = (b + 1) * len < n ? (b + 1) * len : n, end = stop > begin ? stop : begin;
-        std::int32_t nbad = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, begin, end),
-            [&](const std::int64_t i, std::int32_t& acc) {
-              const std::int32_t e = ids[i];
-              if (e < 0 || e >= E) {
-                ++acc;
-              } else {
-                Kokkos::atomic_add(&h(e), 1);
-              }
-            },
-            nbad);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::int64_t i) {
+          const std::int32_t e = ids[i];
+          Kokkos::atomic_add(&h(e < 0 || e >= E ? E : e), 1);
+        });
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
           const std::int32_t c = h(e);
@@ -256,7 +254,7 @@ void validate_histogram(const Launcher<Exec>& launch, const InputScratch<Exec>& 
           if (tallies && c != 0) Kokkos::atomic_add(tallies + l * E + e, c);
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          block_bad(lb) = nbad;
+          block_bad(lb) = h(E);
           if (lb == 0) problems() = 0;  // the next kernel's teams add to it
         });
       });
@@ -264,7 +262,8 @@ void validate_histogram(const Launcher<Exec>& launch, const InputScratch<Exec>& 
 
 // validate_device's second kernel (see below).
 template <class Exec>
-void validate_block_offsets(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr) {
+void validate_block_offsets(const Launcher<Exec>& launch, const InputScratch<Exec>& s, const LocalRanks<Exec>& lr,
+                            const std::int32_t* tallies = nullptr) {
   using T = Types<Exec>;
   using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
@@ -296,27 +295,46 @@ void validate_block_offsets(const Launcher<Exec>& launch, const InputScratch<Exe
   // always counts itself, bad input included; the next step's kernel runs
   // after this one ends); the scan and the problem count are those of a
   // single team per rank (same order, same value).
+  // With `tallies` (the step graph's: each rank's counts, complete when
+  // validate_histogram has ended) no team waits for the others: each scans
+  // the tallies over E first and stores the starts of its own experts, and
+  // adds its share of the rank's problems (its experts' mismatches, its
+  // share of the blocks' bad ids, the rank's token count on group 0) with
+  // an atomic where there is one. The last team's chain (arrival, scan,
+  // two reductions) was a third of the kernel on the step's longest path.
   const BlockOffsetsShape shape = BlockOffsetsShape::of(E, nb);
   const int EG = shape.experts, G = shape.groups;
   const std::int64_t seg = shape.seg, NS = shape.segments, items = shape.items();
   using scratch = typename T::scratch_i32;
   const int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(items)));
   const auto offsets = KOKKOS_LAMBDA(const member& team) {
+    constexpr std::int64_t kPrefetch = 16;
     const std::int64_t l = team.league_rank() / G, h0 = l * nb * E;
-    const int e0 = (team.league_rank() % G) * EG;
+    const int g = team.league_rank() % G, e0 = g * EG;
+    const std::int32_t* tal = tallies ? tallies + l * E : nullptr;
+    if (tal) {
+      Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+        const std::int32_t c = tal[e];
+        if (final && e >= e0 && e < e0 + EG) estart(l * E + e) = run;
+        run += c;
+      });
+    }
     scratch sums(team.team_scratch(level), items);  // sums(sg * EG + k): expert e0 + k's blocks of segment sg
     if (NS > 1) {  // (one segment: nothing comes before it; at small S this pass was a round trip more)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
         const std::int64_t e = e0 + i % EG, b0 = i / EG * seg, b1 = b0 + seg < nb ? b0 + seg : nb;
         std::int32_t sum = 0;
         if (e < E) {
-          for (std::int64_t b = b0; b < b1; ++b) sum += hist(h0 + b * E + e);
+          for (std::int64_t c0 = b0; c0 < b1; c0 += kPrefetch) {  // kPrefetch loads in flight, then their sum
+            std::int32_t got[kPrefetch];
+            for (std::int64_t j = 0; j < kPrefetch; ++j) got[j] = c0 + j < b1 ? hist(h0 + (c0 + j) * E + e) : 0;
+            for (std::int64_t j = 0; j < kPrefetch; ++j) sum += got[j];
+          }
         }
         sums(i) = sum;
       });
       team.team_barrier();
     }
-    constexpr std::int64_t kPrefetch = 16;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, items), [&](const std::int64_t i) {
       const std::int64_t k = i % EG, e = e0 + k, sg = i / EG;
       if (e >= E) return;
@@ -334,6 +352,20 @@ void validate_block_offsets(const Launcher<Exec>& launch, const InputScratch<Exe
       }
       if (sg == NS - 1) counts(l * E + e) = run;
     });
+    if (tal) {
+      const std::int32_t* given = tpe(l).at;  // tokens_per_expert, or null
+      const std::int64_t b0 = g * static_cast<std::int64_t>(nb) / G, b1 = (g + 1) * static_cast<std::int64_t>(nb) / G;
+      const std::int64_t n = EG > b1 - b0 ? EG : b1 - b0;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t i) {
+        const std::int64_t e = e0 + i;
+        std::int64_t p = 0;
+        if (i < EG && e < E && given && given[e] != tal[e]) ++p;
+        if (i < b1 - b0) p += block_bad(l * nb + b0 + i);
+        if (i == 0 && g == 0 && ranks.bad_tokens(l)) ++p;
+        if (p > 0) Kokkos::atomic_add(&problems(), p);
+      });
+      return;
+    }
     // The rank's last team: every team of rank l has stored its counts.
     if (!last_team_to_arrive(team, &done(l), G)) return;
     const volatile std::int32_t* rank_counts = counts.data() + l * E;

@@ -466,7 +466,7 @@ class PortablePlanner {
       std::int32_t* tallies = ranks_in_order ? input_.tallies.data() : nullptr;
       portable::validate_histogram(launch, input_, lr_, tallies);
       const node_type counted = last;
-      portable::validate_block_offsets(launch, input_, lr_);
+      portable::validate_block_offsets(launch, input_, lr_, tallies);
       const node_type validated = last;
       portable::clear_and_scatter(launch, layout_, input_, lr_);
       if (ranks_in_order) {
@@ -494,7 +494,7 @@ class PortablePlanner {
     using i64 = typename T::scratch_i64;
     const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
                       epn = static_cast<std::size_t>(layout_.epn);
-    const std::size_t bytes[] = {i32::shmem_size(E),       i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
+    const std::size_t bytes[] = {i32::shmem_size(E + 1),   i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
                                  i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
                                  i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(
