@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # scripts/test_sanitizers.sh — the test suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer: configures and builds build-asan
-# (-O1 -g1, -fsanitize=address,undefined, no CUDA), then runs every
+# (-O0 -g1, -fsanitize=address,undefined, no CUDA), then runs every
 # CTest test there: the unit tests, the CLI tests, the fuzz smoke test
 # (test_fuzz_cli) and the MPI tests (but test_mpi_cli_agreement, below).
 # Any sanitizer report fails the run
@@ -26,11 +26,14 @@ build_dir="${MOONEP_ASAN_BUILD_DIR:-build-asan}"
 build_jobs="${MOONEP_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 sanitize="-fsanitize=address,undefined -fno-omit-frame-pointer"
 
-# -O1 -g1 rather than RelWithDebInfo's -O2 -g: ASan's recommended level,
-# and line tables are all a sanitizer's stack trace needs (file:line);
-# full debug info made the compiles 3.5 times as expensive (host_planner.cpp:
-# 47 s of CPU against 13 s).
-opt="-O1 -g1 -DNDEBUG"
+# -O0 -g1 rather than RelWithDebInfo's -O2 -g: line tables are all a
+# sanitizer's stack trace needs (file:line); full debug info made the
+# compiles 3.5 times as expensive (host_planner.cpp: 47 s of CPU against
+# 13 s). -O0, not ASan's recommended -O1: this build is compile-bound (at
+# -O1 its compiles took 13 of CI's 55 minutes on a slow day, its tests 2.4:
+# test_moe_layer.cpp 69 s -> 29 s at -O0), and nothing is optimized away
+# before the checks see it.
+opt="-O0 -g1 -DNDEBUG"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt" \
   -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_C_FLAGS="$sanitize" \
