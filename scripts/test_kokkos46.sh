@@ -161,9 +161,10 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # Left out of the openmp and develop legs' CTest runs: test_mpi_cli_agreement
 # starts moonep-plan under mpirun some twenty times and waits out its
-# --mpi-timeout cases: about 65 s of a leg's wall time each. What it checks (processes agreeing on their options and
-# input, timeouts, one error line) is the CLI's host code over MPI, the
-# same whatever the Kokkos; test.sh runs it.
+# --mpi-timeout cases: about 65 s of a leg's wall time each. What it
+# checks (processes agreeing on their options and input, timeouts, one
+# error line) is the CLI's host code over MPI, the same whatever the
+# Kokkos; test.sh runs it.
 kokkos_free_tests='^test_mpi_cli_agreement$'
 
 leg_openmp() {

@@ -29,10 +29,10 @@ sanitize="-fsanitize=address,undefined -fno-omit-frame-pointer"
 # -O0 -g1 rather than RelWithDebInfo's -O2 -g: line tables are all a
 # sanitizer's stack trace needs (file:line); full debug info made the
 # compiles 3.5 times as expensive (host_planner.cpp: 47 s of CPU against
-# 13 s). -O0, not ASan's recommended -O1: this build is compile-bound (at
-# -O1 its compiles took 13 of CI's 55 minutes on a slow day, its tests 2.4:
-# test_moe_layer.cpp 69 s -> 29 s at -O0), and nothing is optimized away
-# before the checks see it.
+# 13 s). -O0, not ASan's recommended -O1: this part is compile-bound (at
+# -O1, on a slow day, its build took 13 of CI's 55 minutes and its tests
+# 2.4; test_moe_layer.cpp alone 69 s -> 29 s at -O0), and nothing is
+# optimized away before the checks see it.
 opt="-O0 -g1 -DNDEBUG"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt" \
