@@ -24,7 +24,11 @@
 // Kokkos::Cuda in a MoonEP built with CUDA
 // the CUDA specialization in the same run (Planner<Kokkos::Cuda,
 // CudaSpecialization>: its loop is timed up to one fence after the last
-// step, since its plan() does not wait).
+// step, since its plan() does not wait). Where Kokkos has graphs, two
+// floors close the table: a graph of the step graph's shape whose kernels
+// do nothing, and a graph of one empty kernel, each submitted, its status
+// copied back and fenced like a step (measure_floor): what a step graph
+// costs before any of its work, on this Kokkos and this device.
 //
 //   portable_step_bench                        the headline (R=8 E=256 K=8 S=4096 B=32 tp=128)
 //   portable_step_bench --steps 200            more steps per loop (default 100)
@@ -45,6 +49,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "moonep/impl/kokkos_compat.hpp"
+#include "moonep/impl/phase_d_outputs.hpp"
+#include "moonep/impl/portable_types.hpp"
 #include "moonep/planner.hpp"
 #include "moonep/synthetic.hpp"
 #include "moonep/world.hpp"
@@ -170,6 +177,71 @@ Row measure(const moonep::Config& c, const moonep::Routing& routing, int steps, 
   return r;
 }
 
+#if MOONEP_KOKKOS_HAS_GRAPH
+// What Kokkos allows a step of this shape: a Kokkos::Experimental::Graph of
+// empty team kernels with the step graph's dependencies (histogram; then
+// block offsets -> A + C1 on one branch and Phase B's two kernels on the
+// other, the second also after the offsets; then C2 and Phase D's two) and
+// about its leagues and team sizes, submitted, its two status values
+// copied to the host and fenced, as plan() does, back to back; `one`: a
+// graph of a single empty kernel instead (a step's fixed cost). No
+// kernel reads or writes memory, so what is left is the launches, the
+// dependencies between nodes and the host's wait: no step graph of eight
+// kernels is faster than the first.
+struct EmptyTeam {
+  KOKKOS_FUNCTION void operator()(const moonep::impl::portable::Types<Exec>::member&) const {}
+};
+Row measure_floor(const moonep::Config& c, int steps, bool one) {
+  namespace portable = moonep::impl::portable;
+  using T = portable::Types<Exec>;
+  const Exec exec;
+  const std::int64_t N = static_cast<std::int64_t>(c.tokens) * c.topk;
+  const std::int64_t block = c.experts < 256 ? 256 : c.experts > 1024 ? 1024 : c.experts;
+  const int entries_league = static_cast<int>(c.ranks * ((N + block - 1) / block));
+  const int tiles_league =
+      static_cast<int>(c.ranks * ((portable::slot_tile_width(c) + portable::kSlotTile - 1) / portable::kSlotTile));
+  const EmptyTeam empty;
+  const auto policy = [&](int league, int threads) {
+    return portable::sized_team_policy(exec, league, threads, 1);
+  };
+  Kokkos::View<std::int64_t*, typename T::mem> status("floor.status", 2);
+  std::int64_t h[2] = {0, 0};
+  auto graph = Kokkos::Experimental::create_graph(exec, [&](const auto& root) {
+    if (one) {
+      root.then_parallel_for("floor.one", policy(entries_league, 256), empty);
+      return;
+    }
+    auto hist = root.then_parallel_for("floor.histogram", policy(entries_league, 256), empty);
+    auto offsets = hist.then_parallel_for("floor.block_offsets", policy(8 * c.ranks, 256), empty);
+    auto ac1 = offsets.then_parallel_for("floor.AC1", policy(entries_league, 256), empty);
+    auto b1 = hist.then_parallel_for("floor.B1", policy(c.ranks, 32), empty);
+    auto b2 = Kokkos::Experimental::when_all(offsets, b1).then_parallel_for("floor.B2", policy(c.ranks, 256), empty);
+    auto c2 = Kokkos::Experimental::when_all(ac1, b2).then_parallel_for("floor.C2", policy(entries_league, 256), empty);
+    auto d1 = c2.then_parallel_for("floor.D1", policy(tiles_league, portable::kSlotThreads), empty);
+    d1.then_parallel_for("floor.D2", policy(tiles_league, portable::kSlotThreads), empty);
+  });
+  graph.instantiate();
+  const auto step = [&]() {
+    graph.submit(exec);
+    Kokkos::deep_copy(exec, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h, 2), status);
+    exec.fence();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  const auto a = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double seconds = std::chrono::duration<double>(Clock::now() - a).count();
+  Row r;
+  r.path = one ? "floor (1 empty kernel)" : "floor (8 empty kernels)";
+  r.form = "graph";
+  r.us_per_step = seconds / steps * 1e6;
+  r.counts.graphs = 1;
+  r.counts.graph_nodes = one ? 1 : 8;
+  r.counts.fences = 1;
+  r.counts.deep_copies = 1;
+  return r;
+}
+#endif
+
 std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int steps) {
   const moonep::Routing routing = moonep::synthetic_routing(c, imbalance, 42);
   std::vector<Row> rows;
@@ -190,6 +262,10 @@ std::vector<Row> measure_all(const moonep::Config& c, double imbalance, int step
   rows.push_back(
       measure<moonep::Planner<Kokkos::Cuda, moonep::CudaSpecialization>>(c, routing, steps, "cuda (specialization)", "-"));
 #endif
+#if MOONEP_KOKKOS_HAS_GRAPH
+  rows.push_back(measure_floor(c, steps, false));
+  rows.push_back(measure_floor(c, steps, true));
+#endif
   return rows;
 }
 
@@ -198,12 +274,12 @@ void print_table(const moonep::Config& c, double imbalance, int steps, const std
               c.topk, c.tokens, c.copy_slots, c.token_padding, imbalance, steps, Exec::name());
   // launches: kernels Kokkos launched one by one; graph: step graphs
   // submitted x their kernels.
-  std::printf("  %-22s %-6s %10s %9s %7s %7s %12s %7s %9s\n", "path", "form", "us/step", "launches", "graph",
+  std::printf("  %-24s %-6s %10s %9s %7s %7s %12s %7s %9s\n", "path", "form", "us/step", "launches", "graph",
               "fences", "deep_copies", "allocs", "deallocs");
   for (const Row& r : rows) {
     const std::string graph =
         r.counts.graphs > 0 ? std::to_string(r.counts.graphs) + "x" + std::to_string(r.counts.graph_nodes) : "-";
-    std::printf("  %-22s %-6s %10.1f %9d %7s %7d %12d %7d %9d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
+    std::printf("  %-24s %-6s %10.1f %9d %7s %7d %12d %7d %9d\n", r.path.c_str(), r.form.c_str(), r.us_per_step,
                 r.counts.launches, graph.c_str(), r.counts.fences, r.counts.deep_copies, r.counts.allocations,
                 r.counts.deallocations);
     if (fences) {
