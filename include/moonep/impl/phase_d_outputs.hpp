@@ -23,9 +23,10 @@
 //    (tile_sums). phaseD_dup_structures: each team scans its rank's tile
 //    totals (a few per rank) in scratch, then writes each primary's
 //    dup_groups row, drops each duplicate into its primary's range at its
-//    own index (its primary's tile prefix plus its dstart), and copies the
-//    small tables. The packed halves never borrow, as the duplicate count
-//    only grows along the scan; each half fits int32 (NvS does).
+//    own index (its primary's tile prefix plus its dstart), and copies its
+//    share of the small tables. The packed halves never borrow, as the
+//    duplicate count only grows along the scan; each half fits int32 (NvS
+//    does).
 //    How the teams walk a tile: on a device space a team of kSlotThreads
 //    threads, each holding kSlotsPerThread contiguous slots of the tile
 //    (the whole tile in one round): a thread loads all its slots' fields,
@@ -340,8 +341,15 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
             }
           }
         }
-        const std::int64_t thi = lo + kSlotTile < tables.width_ ? lo + kSlotTile : tables.width_;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lo, thi > lo ? thi : lo),
+        // The small tables, spread over all of the rank's tiles (an equal
+        // share each, at most a round of the team's threads where the rank
+        // has tiles enough) rather than in kSlotTile pieces: with width_
+        // under kSlotTile (E + B = 288 at the headline), tile 0's team
+        // alone copied them, in rounds of dependent loads after its slots,
+        // and the kernel waited for that team.
+        const std::int64_t per = (tables.width_ + tiles - 1) / tiles, k0 = t * per;
+        const std::int64_t k1 = k0 + per < tables.width_ ? k0 + per : tables.width_;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k0, k1 > k0 ? k1 : k0),
                              [&](const std::int64_t k) { tables(l, k); });
         if (t == 0) {
           Kokkos::single(Kokkos::PerTeam(team), [&]() {
