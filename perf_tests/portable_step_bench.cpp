@@ -196,7 +196,8 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
   using T = portable::Types<Exec>;
   const Exec exec;
   const std::int64_t N = static_cast<std::int64_t>(c.tokens) * c.topk;
-  const std::int64_t block = c.experts < 256 ? 256 : c.experts > 1024 ? 1024 : c.experts;
+  // (The device form's blocks of entries, as the planner chooses them.)
+  const std::int64_t block = portable::InputScratch<Exec>::choose_block_len(exec, false, c.ranks, c.experts, N);
   const int entries_league = static_cast<int>(c.ranks * ((N + block - 1) / block));
   const int tiles_league =
       static_cast<int>(c.ranks * ((portable::slot_tile_width(c) + portable::kSlotTile - 1) / portable::kSlotTile));
@@ -230,14 +231,18 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
   const auto a = Clock::now();
   for (int i = 0; i < steps; ++i) step();
   const double seconds = std::chrono::duration<double>(Clock::now() - a).count();
+  // One more step, counted by the same callbacks as a planner's (they see
+  // no graph: its kernels are the ones built above).
+  start_counting();
+  step();
+  stop_counting();
   Row r;
   r.path = one ? "floor (1 empty kernel)" : "floor (8 empty kernels)";
   r.form = "graph";
   r.us_per_step = seconds / steps * 1e6;
+  r.counts = g_counts;
   r.counts.graphs = 1;
   r.counts.graph_nodes = one ? 1 : 8;
-  r.counts.fences = 1;
-  r.counts.deep_copies = 1;
   return r;
 }
 #endif
