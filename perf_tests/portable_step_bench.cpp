@@ -26,8 +26,9 @@
 // CudaSpecialization>: its loop is timed up to one fence after the last
 // step, since its plan() does not wait). Where Kokkos has graphs, two
 // floors close the table: a graph of the step graph's shape whose kernels
-// do nothing, and a graph of one empty kernel, each submitted, its status
-// copied back and fenced like a step (measure_floor): what a step graph
+// do nothing but the last, which stores the status for the host, and a
+// graph of that one kernel, each submitted and fenced like a step
+// (measure_floor): what a step graph
 // costs before any of its work, on this Kokkos and this device.
 //
 //   portable_step_bench                        the headline (R=8 E=256 K=8 S=4096 B=32 tp=128)
@@ -182,14 +183,27 @@ Row measure(const moonep::Config& c, const moonep::Routing& routing, int steps, 
 // empty team kernels with the step graph's dependencies (histogram; then
 // block offsets -> A + C1 on one branch and Phase B's two kernels on the
 // other, the second also after the offsets; then C2 and Phase D's two) and
-// about its leagues and team sizes, submitted, its two status values
-// copied to the host and fenced, as plan() does, back to back; `one`: a
-// graph of a single empty kernel instead (a step's fixed cost). No
-// kernel reads or writes memory, so what is left is the launches, the
-// dependencies between nodes and the host's wait: no step graph of eight
-// kernels is faster than the first.
+// about its leagues and team sizes, submitted and fenced, its last kernel's
+// first team storing two status values where the host reads them after
+// the fence, as plan() does, back to back; `one`: a graph of that single
+// kernel instead (a step's fixed cost). No other kernel reads or writes
+// memory, so what is left is the launches, the dependencies between nodes
+// and the host's wait: no step graph of eight kernels is faster than the
+// first.
 struct EmptyTeam {
   KOKKOS_FUNCTION void operator()(const moonep::impl::portable::Types<Exec>::member&) const {}
+};
+// The last kernel: the status for the host (as phaseD_dup_structures).
+struct StatusTeam {
+  Kokkos::View<const std::int64_t*, Exec::memory_space> from;
+  Kokkos::View<std::int64_t*, Kokkos::SharedHostPinnedSpace> to;
+  KOKKOS_FUNCTION void operator()(const moonep::impl::portable::Types<Exec>::member& team) const {
+    if (team.league_rank() != 0) return;
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      to(0) = from(0);
+      to(1) = from(1);
+    });
+  }
 };
 Row measure_floor(const moonep::Config& c, int steps, bool one) {
   namespace portable = moonep::impl::portable;
@@ -205,11 +219,12 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
   const auto policy = [&](int league, int threads) {
     return portable::sized_team_policy(exec, league, threads, 1);
   };
-  Kokkos::View<std::int64_t*, typename T::mem> status("floor.status", 2);
+  const StatusTeam last{Kokkos::View<std::int64_t*, typename T::mem>("floor.status", 2),
+                        Kokkos::View<std::int64_t*, Kokkos::SharedHostPinnedSpace>("floor.host_status", 2)};
   std::int64_t h[2] = {0, 0};
   auto graph = Kokkos::Experimental::create_graph(exec, [&](const auto& root) {
     if (one) {
-      root.then_parallel_for("floor.one", policy(entries_league, 256), empty);
+      root.then_parallel_for("floor.one", policy(entries_league, 256), last);
       return;
     }
     auto hist = root.then_parallel_for("floor.histogram", policy(entries_league, 256), empty);
@@ -219,13 +234,14 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
     auto b2 = Kokkos::Experimental::when_all(offsets, b1).then_parallel_for("floor.B2", policy(c.ranks, 256), empty);
     auto c2 = Kokkos::Experimental::when_all(ac1, b2).then_parallel_for("floor.C2", policy(entries_league, 256), empty);
     auto d1 = c2.then_parallel_for("floor.D1", policy(tiles_league, portable::kSlotThreads), empty);
-    d1.then_parallel_for("floor.D2", policy(tiles_league, portable::kSlotThreads), empty);
+    d1.then_parallel_for("floor.D2", policy(tiles_league, portable::kSlotThreads), last);
   });
   graph.instantiate();
   const auto step = [&]() {
     graph.submit(exec);
-    Kokkos::deep_copy(exec, Kokkos::View<std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h, 2), status);
     exec.fence();
+    h[0] = last.to(0);
+    h[1] = last.to(1);
   };
   for (int i = 0; i < 3; ++i) step();
   const auto a = Clock::now();

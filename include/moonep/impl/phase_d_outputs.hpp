@@ -201,9 +201,14 @@ void rank_outputs_host(const Exec& exec, const ChunkLayout& CL, const LocalRanks
       });
 }
 
+// `host_status` (an in-process step graph's, else null): where the last
+// kernel copies the step's two status values (`status`, InputScratch::
+// status) for the host, in host-pinned memory that the host reads after
+// its fence, so that no copy follows the graph (PortablePlanner::finish).
 template <class Exec>
 void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, const LocalRanks<Exec>& lr,
-                         const PlanStore<Exec>& out) {
+                         const PlanStore<Exec>& out, const std::int64_t* status = nullptr,
+                         std::int64_t* host_status = nullptr) {
   using T = Types<Exec>;
   using member = typename T::member;
   constexpr int kPer = kSlotsPerThread;
@@ -274,6 +279,14 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
                                                             tiles + 1, &level);
   launch.parallel_for(
       "moonep::portable::phaseD_dup_structures", policy, KOKKOS_LAMBDA(const member& team) {
+        // The status for the host, bad input or not (validation and Phase
+        // B have ended: every earlier kernel is a dependency of this one).
+        if (host_status && team.league_rank() == 0) {
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            host_status[0] = status[0];
+            host_status[1] = status[1];
+          });
+        }
         if (ranks.stopped()) return;  // (the whole team, before any barrier)
         const std::int64_t lt = team.league_rank(), l = lt / tiles, t = lt - l * tiles, lo = t * kSlotTile;
         const std::int64_t ts = team.team_size(), r = team.team_rank();
