@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "moonep/config.hpp"
+#include "moonep/impl/alignment.hpp"
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/portable_types.hpp"
@@ -85,9 +86,7 @@ struct EntryDestination {
 // store (st.global.v4 on Kokkos::Cuda) where three int32 stores each cost
 // the L2 a write of their own; used where every destination's slots are
 // 16-byte aligned (PublishScratch::quads), else the values one by one.
-struct alignas(16) SlotQuad {
-  std::int32_t v[4];
-};
+using SlotQuad = Int32x4;
 
 // Threads per team of the device form's phaseC2_destinations_dedup, and
 // the int32 team scratch it takes (rank and raw slot of each lane's entry).

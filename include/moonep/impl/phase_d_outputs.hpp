@@ -29,8 +29,10 @@
 //    does).
 //    How the teams walk a tile: on a device space a team of kSlotThreads
 //    threads, each holding kSlotsPerThread contiguous slots of the tile
-//    (the whole tile in one round): a thread loads all its slots' fields,
-//    then (structures) every load that depends on them, before any store,
+//    (the whole tile in one round): a thread loads all its slots' fields
+//    (a slot one 16-byte load where the slots allow it:
+//    LocalRanks::slot_quads), then (structures) every load that depends on
+//    them, before any store,
 //    and the tile's scan is one team scan of the threads' sums. A Kokkos
 //    team scan over a TeamThreadRange of more items than threads runs in
 //    rounds, each a dependent chain (load, team scan with its barriers,
@@ -47,6 +49,7 @@
 #include <string>
 
 #include "moonep/config.hpp"
+#include "moonep/impl/alignment.hpp"
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/impl/rank_plan_view.hpp"
@@ -221,6 +224,7 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
   const auto dstart = out.dstart;
   constexpr std::int64_t kGroup = std::int64_t(1) << 32;
   const LocalRanks<Exec> ranks = lr;
+  const bool quads = lr.slot_quads;  // a slot is one Int32x4 load (else its values one by one)
   int carry_level = 0;
   const auto groups_policy = with_scratch<typename T::scratch_i64>(
       sized_team_policy(launch.exec(), league, kSlotThreads, 1), 1, &carry_level);
@@ -242,8 +246,16 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
           std::int32_t src[kPer], link[kPer];
           for (int j = 0; j < kPer; ++j) {
             const bool in = k0 + j < hi;
-            src[j] = in ? slots[w * (k0 + j)] : 0;
-            link[j] = in ? slots[w * (k0 + j) + 1] : -1;
+            src[j] = 0;
+            link[j] = -1;
+            if (in && quads) {
+              const Int32x4 q = reinterpret_cast<const Int32x4*>(slots)[k0 + j];
+              src[j] = q.v[0];
+              link[j] = q.v[1];
+            } else if (in) {
+              src[j] = slots[w * (k0 + j)];
+              link[j] = slots[w * (k0 + j) + 1];
+            }
           }
           std::int64_t mine = 0;
           for (int j = 0; j < kPer; ++j) mine += link[j] <= -2 ? kGroup + (-2 - link[j]) : 0;
@@ -303,8 +315,16 @@ void rank_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL, co
         const auto load = [&](const std::int64_t k0) {
           for (int j = 0; j < kPer; ++j) {
             const bool in = k0 + j < hi;
-            link[j] = in ? slots[w * (k0 + j) + 1] : -1;
-            index[j] = in ? slots[w * (k0 + j) + 2] : 0;
+            link[j] = -1;
+            index[j] = 0;
+            if (in && quads) {
+              const Int32x4 q = reinterpret_cast<const Int32x4*>(slots)[k0 + j];
+              link[j] = q.v[1];
+              index[j] = q.v[2];
+            } else if (in) {
+              link[j] = slots[w * (k0 + j) + 1];
+              index[j] = slots[w * (k0 + j) + 2];
+            }
           }
           for (int j = 0; j < kPer; ++j) {
             const std::int64_t k = k0 + j;

@@ -178,6 +178,8 @@ class PortablePlanner {
     publish_ = portable::PublishScratch<ExecutionSpace>(layout_, L, needs_puts_);
     publish_.quads = layout_.slot_ints == 4 && aligned16(publish_.staging.data());
     for (const std::int32_t* c : direct) publish_.quads = publish_.quads && (!c || aligned16(c + layout_.slots));
+    lr_.slot_quads = layout_.slot_ints == 4;
+    for (const int r : ranks) lr_.slot_quads = lr_.slot_quads && aligned16(world_.local_chunk(r).data() + layout_.slots);
     store_ = portable::PlanStore<ExecutionSpace>(config_, L, host_form);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
@@ -508,7 +510,7 @@ class PortablePlanner {
     using i64 = typename T::scratch_i64;
     const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
                       epn = static_cast<std::size_t>(layout_.epn);
-    const std::size_t bytes[] = {i32::shmem_size(E + 1),   i32::shmem_size(static_cast<std::size_t>(input_.block_len)),
+    const std::size_t bytes[] = {i32::shmem_size(E + 1),   i32::shmem_size(static_cast<std::size_t>(portable::ac1_scratch_ints(input_.block_len))),
                                  i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
                                  i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(

@@ -187,6 +187,10 @@ struct LocalRanks {
   // reads every step's inputs from the device.
   typename T::crefs tokens_per_rank;
   int S = 1, K = 1;
+  // Whether every local chunk's receive slots are four int32 (the device
+  // form's ChunkLayout::slot_ints) at a 16-byte boundary, so that Phase D
+  // loads a slot as one Int32x4 (alignment.hpp).
+  bool slot_quads = false;
   // The step's validation result on the device (problems found, > 0: bad
   // input), or null. Every kernel after validation returns at once when it
   // is set, so that bad input leaves the world's buffer and the plan
