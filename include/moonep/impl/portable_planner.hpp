@@ -44,8 +44,9 @@
 // value read back before the end of the step; the step ends with one fence
 // and the validation count and the pair count read on the host (copied
 // back, or, in a step graph, stored by its last kernel where the host
-// reads them: host_status_), after which bad input throws exactly what it threw when it was checked
-// before the phases (the first bad local rank's validate_rank_input words).
+// reads them: host_status_), after which bad input throws exactly what it
+// threw when it was checked before the phases (the first bad local rank's
+// validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
 // eight kernels (portable::StepGraph), Phase B's two on a branch beside
 // the validation's second kernel and A+C1's (build_step_graph), built at construction (on a device space on
@@ -66,10 +67,10 @@
 //    scratch, the plan's storage, the step graph); plan() allocates nothing
 //    (test_portable_labels counts Kokkos' allocations in a step: none).
 //  * Host syncs per step, in-process: one, at the end (the validation and
-//    pair counts, read with the final fence: one copy, none in a graph). With ranks in other
-//    processes: the validation count, a fence before each phase's puts
-//    (none without puts), the world's barriers, and the end of the step
-//    (the pair count on rank 0's process). No size is read back for a put:
+//    pair counts, read with the final fence: one copy, none in a graph).
+//    With ranks in other processes: the validation count, a fence before
+//    each phase's puts (none without puts), the world's barriers, and the
+//    end of the step (the pair count on rank 0's process). No size is read back for a put:
 //    runs have fixed sizes (empty runs are allowed).
 //  * Bad input is found before the shared buffer is touched, and reported
 //    with validate_rank_input's words for the first bad local rank.
