@@ -532,10 +532,10 @@ void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, cons
           }
         });
         // C1: the block's entries, ranked in scratch (16-byte aligned: an
-        // entry compares four earlier ids per load, with 32-bit counters;
-        // the kernel's time was its compare loop's instructions, ncu run
-        // 38). The quads are read only after the barrier that ends the
-        // stores of the ids.
+        // entry compares four earlier ids per load, with 32-bit counters,
+        // since the kernel's time is its compare loop's instructions). The
+        // quads are read only after the barrier that ends the stores of the
+        // ids.
         const std::int64_t begin = b * len, n_l = ranks.entries(l);
         const std::int64_t stop = (b + 1) * len < n_l ? (b + 1) * len : n_l, n = stop > begin ? stop - begin : 0;
         const std::int32_t* ids = routing(l).at + begin;

@@ -70,8 +70,8 @@
 //    pair counts, read with the final fence: one copy, none in a graph).
 //    With ranks in other processes: the validation count, a fence before
 //    each phase's puts (none without puts), the world's barriers, and the
-//    end of the step (the pair count on rank 0's process). No size is read back for a put:
-//    runs have fixed sizes (empty runs are allowed).
+//    end of the step (the pair count on rank 0's process). No size is read
+//    back for a put: runs have fixed sizes (empty runs are allowed).
 //  * Bad input is found before the shared buffer is touched, and reported
 //    with validate_rank_input's words for the first bad local rank.
 //  * The pointers handed to kernels (LocalRanks) stay valid: chunks are
@@ -511,7 +511,8 @@ class PortablePlanner {
     using i64 = typename T::scratch_i64;
     const std::size_t E = static_cast<std::size_t>(layout_.E), R = static_cast<std::size_t>(layout_.R),
                       epn = static_cast<std::size_t>(layout_.epn);
-    const std::size_t bytes[] = {i32::shmem_size(E + 1),   i32::shmem_size(static_cast<std::size_t>(portable::ac1_scratch_ints(input_.block_len))),
+    const std::size_t ac1 = static_cast<std::size_t>(portable::ac1_scratch_ints(input_.block_len));
+    const std::size_t bytes[] = {i32::shmem_size(E + 1),       i32::shmem_size(ac1),
                                  i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
                                  i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(
@@ -545,9 +546,9 @@ class PortablePlanner {
   // The step graph's status for the host ([0] validation, [1] pairs), in
   // memory the host and the execution space both reach (host-pinned on a
   // GPU): the graph's last kernel stores it, finish() reads it after the
-  // fence. A copy back after the graph cost 3.5 us a step on an H100 (the
-  // floor of one empty kernel 11.5 -> 8.0 us without it, device run 36).
-  // Empty where the space cannot reach such memory: then the copy.
+  // fence, so that no copy back (a launch and a wait of its own on a GPU)
+  // follows the graph. Empty where the space cannot reach such memory:
+  // then the copy.
   using host_status_view = Kokkos::View<std::int64_t*, Kokkos::SharedHostPinnedSpace>;
   host_status_view host_status_;
 #endif
