@@ -182,18 +182,19 @@ Row measure(const moonep::Config& c, const moonep::Routing& routing, int steps, 
 // What Kokkos allows a step of this shape: a Kokkos::Experimental::Graph of
 // empty team kernels with the step graph's dependencies (histogram; then
 // block offsets -> A + C1 on one branch and Phase B's two kernels on the
-// other, the second also after the offsets; then C2 and Phase D's two) and
+// other, the second also after the offsets; then C2, which writes the
+// outputs: no Phase D) and
 // about its leagues and team sizes, submitted and fenced, its last kernel's
 // first team storing two status values where the host reads them after
 // the fence, as plan() does, back to back; `one`: a graph of that single
 // kernel instead (a step's fixed cost). No other kernel reads or writes
 // memory, so what is left is the launches, the dependencies between nodes
-// and the host's wait: no step graph of eight kernels is faster than the
+// and the host's wait: no step graph of six kernels is faster than the
 // first.
 struct EmptyTeam {
   KOKKOS_FUNCTION void operator()(const moonep::impl::portable::Types<Exec>::member&) const {}
 };
-// The last kernel: the status for the host (as phaseD_dup_structures).
+// The last kernel: the status for the host (as C2 in the step graph).
 struct StatusTeam {
   Kokkos::View<const std::int64_t*, Exec::memory_space> from;
   Kokkos::View<std::int64_t*, Kokkos::SharedHostPinnedSpace> to;
@@ -213,8 +214,6 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
   // (The device form's blocks of entries, as the planner chooses them.)
   const std::int64_t block = portable::InputScratch<Exec>::choose_block_len(exec, false, c.ranks, c.experts, N);
   const int entries_league = static_cast<int>(c.ranks * ((N + block - 1) / block));
-  const int tiles_league =
-      static_cast<int>(c.ranks * ((portable::slot_tile_width(c) + portable::kSlotTile - 1) / portable::kSlotTile));
   const EmptyTeam empty;
   const auto policy = [&](int league, int threads) {
     return portable::sized_team_policy(exec, league, threads, 1);
@@ -232,9 +231,7 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
     auto ac1 = offsets.then_parallel_for("floor.AC1", policy(entries_league, 256), empty);
     auto b1 = hist.then_parallel_for("floor.B1", policy(c.ranks, 32), empty);
     auto b2 = Kokkos::Experimental::when_all(offsets, b1).then_parallel_for("floor.B2", policy(c.ranks, 256), empty);
-    auto c2 = Kokkos::Experimental::when_all(ac1, b2).then_parallel_for("floor.C2", policy(entries_league, 256), empty);
-    auto d1 = c2.then_parallel_for("floor.D1", policy(tiles_league, portable::kSlotThreads), empty);
-    d1.then_parallel_for("floor.D2", policy(tiles_league, portable::kSlotThreads), last);
+    Kokkos::Experimental::when_all(ac1, b2).then_parallel_for("floor.C2", policy(entries_league, 256), last);
   });
   graph.instantiate();
   const auto step = [&]() {
@@ -253,12 +250,12 @@ Row measure_floor(const moonep::Config& c, int steps, bool one) {
   step();
   stop_counting();
   Row r;
-  r.path = one ? "floor (1 empty kernel)" : "floor (8 empty kernels)";
+  r.path = one ? "floor (1 empty kernel)" : "floor (6 empty kernels)";
   r.form = "graph";
   r.us_per_step = seconds / steps * 1e6;
   r.counts = g_counts;
   r.counts.graphs = 1;
-  r.counts.graph_nodes = one ? 1 : 8;
+  r.counts.graph_nodes = one ? 1 : 6;
   return r;
 }
 #endif

@@ -46,6 +46,7 @@
 
 #include "moonep/impl/alignment.hpp"
 #include "moonep/impl/chunk_layout.hpp"
+#include "moonep/impl/phase_c2_outputs.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/world.hpp"
 
@@ -491,15 +492,22 @@ inline std::int64_t ac1_scratch_ints(std::int64_t len) {
 // Phase A and C1 in one kernel, device form, one team per block (l, b):
 // the team clears its share of rank l's receive slots and of its row of
 // rank 0's tpe_in (as clear_slots), then places its block's entries:
-// pos = estart + base + the earlier equal experts of the block.
+// pos = estart + base + the earlier equal experts of the block. When C2
+// writes the outputs itself (`outputs.on`, phase_c2_outputs.hpp), nothing
+// fills the receive slots: the teams clear rank l's src_info and zero its
+// dup_counts instead.
 template <class Exec>
 void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& s,
-                       const LocalRanks<Exec>& lr) {
+                       const LocalRanks<Exec>& lr, const C2Outputs<Exec>& outputs) {
   using T = Types<Exec>;
   using member = typename T::member;
   const int E = s.E, nb = s.nblocks;
   const std::int64_t N = s.N, len = s.block_len;
-  const std::int64_t slots_len = CL.slot_ints * CL.NvS, width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
+  const bool outs = outputs.on;
+  const C2Outputs<Exec> out = outputs;
+  // Values cleared before the counts row: the slots', or the outputs'.
+  const std::int64_t slots_len = outs ? outputs.clear_width() : CL.slot_ints * CL.NvS;
+  const std::int64_t width = slots_len + E, slots_at = CL.slots, tpe_in = CL.tpe_in;
   const std::int64_t share = (width + nb - 1) / nb;  // values each team clears
   const auto base = s.base;
   const auto estart = s.estart;
@@ -518,7 +526,8 @@ void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, cons
       "moonep::portable::phaseAC1_clear_and_scatter", policy, KOKKOS_LAMBDA(const member& team) {
         if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team, before any barrier)
         const std::int64_t l = team.league_rank() / nb, b = team.league_rank() % nb;
-        // Phase A: values [k0, k1) of rank l's slots, then of its counts row.
+        // Phase A: values [k0, k1) of rank l's slots (or outputs), then of its
+        // counts row.
         std::int32_t* slots = chunk(l).at + slots_at;
         std::int32_t* root = direct(0).at;
         std::int32_t* row = root ? root + tpe_in + static_cast<std::int64_t>(rank(l)) * E - slots_len : nullptr;
@@ -526,7 +535,11 @@ void clear_and_scatter(const Launcher<Exec>& launch, const ChunkLayout& CL, cons
         const std::int64_t k1 = k0 + share < width ? k0 + share : width;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k0, k1), [&](const std::int64_t k) {
           if (k < slots_len) {
-            slots[k] = -1;
+            if (outs) {
+              out.clear(l, k);
+            } else {
+              slots[k] = -1;
+            }
           } else if (row) {
             row[k] = counts(l * E + k - slots_len);
           }

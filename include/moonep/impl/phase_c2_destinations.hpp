@@ -34,6 +34,7 @@
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/phase_a_local.hpp"
 #include "moonep/impl/phase_c2_device.hpp"
+#include "moonep/impl/phase_c2_outputs.hpp"
 #include "moonep/impl/portable_types.hpp"
 #include "moonep/world.hpp"
 
@@ -69,11 +70,19 @@ struct PublishScratch {
 // kernel's own sizes whenever it needs more than the last reallocation
 // kept). So that kernel runs in the tests on a GPU (the device runs,
 // compute-sanitizer included) and is compiled by CI's cuda leg.
+// With `outputs.on` (phase_c2_outputs.hpp) either kernel writes the plan's
+// per-slot outputs and small tables instead of the slots; the host kernel
+// then reserves each primary's row and range with its own atomics, and
+// its first thread stores the status for the host.
 template <class Exec>
 void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
-                            typename Types<Exec>::ivec dst_all, bool host_style) {
+                            typename Types<Exec>::ivec dst_all, bool host_style, const C2Outputs<Exec>& outputs) {
   if constexpr (!Types<Exec>::host) {  // (a host space never instantiates the device kernel)
+    if (!host_style && outputs.on) {
+      destinations_and_outputs_device(launch, CL, in, lr, dst_all, outputs);
+      return;
+    }
     if (!host_style) {
       destinations_and_dedup_device(launch, CL, in, ps.staging, ps.quads, lr, dst_all);
       return;
@@ -89,11 +98,15 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
   const auto rank = lr.rank;
   const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(S);
+  const C2Outputs<Exec> out = outputs;
+  const bool outs = outputs.on;
+  const std::int64_t all = static_cast<std::int64_t>(lr.count) * S, items = outs ? outputs.table_items(lr.count) : 0;
   launch.parallel_for(
-      "moonep::portable::phaseC2_destinations_dedup",
-      typename T::range(launch.exec(), 0, static_cast<std::int64_t>(lr.count) * S),
+      "moonep::portable::phaseC2_destinations_dedup", typename T::range(launch.exec(), 0, all),
       KOKKOS_LAMBDA(const std::int64_t ls) {
+        if (ls == 0) out.store_status();  // (bad input or not)
         if (ranks.stopped()) return;  // bad input: nothing is touched
+        for (std::int64_t i = ls; i < items; i += all) out.copy_table(i);
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
         if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
         const std::int64_t src_base = static_cast<std::int64_t>(rank(l)) * NvS;
@@ -118,6 +131,7 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
           later[d] = seen;
           first_k[d] = fresh ? static_cast<std::int8_t>(k) : f;
         }
+        std::int32_t dup_start[kMaxRanks];  // outputs: a primary's reserved range, by destination
         for (int k = 0; k < K; ++k) {
           const std::int64_t i = first + k;
           const std::int32_t d = rank_of[k];
@@ -130,6 +144,18 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
           } else {
             dst_all(l * N + i) = raw[k];
             if (later[d] > 0) link = -2 - later[d];
+          }
+          if (outs) {  // (k in order: a primary reserves before its duplicates read)
+            const std::int32_t loff = static_cast<std::int32_t>(raw[k] - d * NvS);
+            out.store_src(d, loff, static_cast<std::int32_t>(src_base + i));
+            if (primary < k) {
+              out.store_dup(d, dup_start[d] + index, loff);
+            } else if (later[d] > 0) {
+              std::int32_t row = 0;
+              out.reserve(d, 1, later[d], row, dup_start[d]);
+              out.store_row(d, row, loff, dup_start[d], later[d]);
+            }
+            continue;
           }
           std::int32_t* to = direct(d).at;
           to = to ? to + slots_at + w * (raw[k] - d * NvS) : staging.data() + w * (l * N + pos(l * N + i));

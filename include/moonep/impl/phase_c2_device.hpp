@@ -35,6 +35,7 @@
 #include "moonep/impl/alignment.hpp"
 #include "moonep/impl/chunk_layout.hpp"
 #include "moonep/impl/phase_a_local.hpp"
+#include "moonep/impl/phase_c2_outputs.hpp"
 #include "moonep/impl/portable_types.hpp"
 
 namespace moonep::impl::portable {
@@ -98,6 +99,127 @@ inline int c2_vector_width(int K) {
   int v = 1;
   while (v < K) v *= 2;
   return v;
+}
+
+// The int32 team scratch of the kernel that writes the outputs
+// (destinations_and_outputs_device): each lane's rank and raw slot, a
+// primary's row and duplicate start within the team, then per destination
+// the team's two counts and the two bases it reserved.
+inline std::int64_t c2_outputs_scratch_ints(int R) { return 4 * std::int64_t(kC2Threads) + 4 * std::int64_t(R); }
+
+// The device form's C2 when it writes the outputs itself
+// (phase_c2_outputs.hpp): the same two vector loops per token (entry k on
+// the same lane in each), storing dst and src_info, and each primary
+// taking its row and duplicate range in the team's scratch counters of
+// its destination; then one reservation per destination for the team
+// (team thread d), and a third vector loop that stores each primary's row
+// and each duplicate's loff at its place in the reserved ranges, read from
+// scratch after the barriers. Then the team's share of the small tables.
+template <class Exec>
+void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL,
+                                     const InputScratch<Exec>& in, const LocalRanks<Exec>& lr,
+                                     typename Types<Exec>::ivec dst_all, const C2Outputs<Exec>& outputs) {
+  using T = Types<Exec>;
+  using member = typename T::member;
+  const int K = CL.K, S = CL.S, R = CL.R;
+  const std::int64_t N = CL.N, NvS = CL.NvS;
+  const EntryDestination<Exec> destination(CL, in, lr);
+  const C2Outputs<Exec> out = outputs;
+  const auto rank = lr.rank;
+  const LocalRanks<Exec> ranks = lr;
+  const IndexSplit split(S);
+  const int V = c2_vector_width(K);
+  const std::int64_t scratch_n = c2_outputs_scratch_ints(R);
+  const std::int64_t per_team = kC2Threads / V;
+  const std::int64_t all_tokens = static_cast<std::int64_t>(lr.count) * S;
+  const int league = static_cast<int>((all_tokens + per_team - 1) / per_team);
+  const std::int64_t items = outputs.table_items(lr.count), share = (items + league - 1) / league;
+  int level = 0;
+  const auto policy = with_scratch<typename T::scratch_i32>(sized_team_policy(launch.exec(), league, kC2Threads, V),
+                                                            scratch_n, &level);
+  launch.parallel_for(
+      "moonep::portable::phaseC2_destinations_dedup", policy, KOKKOS_LAMBDA(const member& team) {
+        // The status for the host, bad input or not (every earlier kernel
+        // is a dependency of this one, the step graph's last).
+        if (team.league_rank() == 0) Kokkos::single(Kokkos::PerTeam(team), [&]() { out.store_status(); });
+        if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team, before any barrier)
+        std::int32_t* const rank_of = typename T::scratch_i32(team.team_scratch(level), scratch_n).data();
+        std::int32_t* const raw = rank_of + kC2Threads;
+        std::int32_t* const row_in_team = raw + kC2Threads;    // a primary's
+        std::int32_t* const dup_in_team = row_in_team + kC2Threads;  // a primary's first duplicate
+        std::int32_t* const count = dup_in_team + kC2Threads;  // [R] rows, then [R] duplicates
+        std::int32_t* const base = count + 2 * R;               // [R] first row, then [R] first duplicate
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, 2 * R), [&](const int i) { count[i] = 0; });
+        team.team_barrier();
+        // Token t of the team: its rank and index, or -1 (none this step).
+        const auto token = [&](const std::int64_t t, std::int64_t& l) -> std::int64_t {
+          const std::int64_t ls = team.league_rank() * per_team + t;
+          if (ls >= all_tokens) return -1;
+          l = split.quotient(ls);
+          const std::int64_t s = ls - l * S;
+          return s < ranks.tokens(l) ? s : -1;  // (a ragged rank's absent token)
+        };
+        // Entry k's destination, the entries of the token with that
+        // destination before k and in all, and the first of them.
+        const auto role = [&](const std::int32_t* of, const int k, int& before, int& same, int& primary) {
+          const std::int32_t d = of[k];
+          before = 0;
+          same = 0;
+          primary = k;
+          for (int q = 0; q < K; ++q) {
+            const bool match = of[q] == d;
+            before += match && q < k;
+            same += match;
+            primary = match && q < primary ? q : primary;
+          }
+        };
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
+          std::int64_t l = 0;
+          const std::int64_t s = token(t, l);
+          if (s < 0) return;
+          std::int32_t* of = rank_of + t * V;
+          std::int32_t* at = raw + t * V;
+          const std::int64_t first = s * K;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K),
+                               [&](const int k) { destination(l, first + k, of[k], at[k]); });
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
+            const std::int64_t i = first + k;
+            const std::int32_t d = of[k], mine = at[k];
+            int before, same, primary;
+            role(of, k, before, same, primary);
+            dst_all(l * N + i) = primary < k ? -mine - 1 : mine;
+            out.store_src(d, mine - d * NvS, static_cast<std::int32_t>(static_cast<std::int64_t>(rank(l)) * NvS + i));
+            if (primary == k && same > 1) {
+              row_in_team[t * V + k] = Kokkos::atomic_fetch_add(&count[d], 1);
+              dup_in_team[t * V + k] = Kokkos::atomic_fetch_add(&count[R + d], same - 1);
+            }
+          });
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, R), [&](const int d) {
+          if (count[d] > 0) out.reserve(d, count[d], count[R + d], base[d], base[R + d]);
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
+          std::int64_t l = 0;
+          if (token(t, l) < 0) return;
+          const std::int32_t* of = rank_of + t * V;
+          const std::int32_t* at = raw + t * V;
+          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
+            const std::int32_t d = of[k], loff = static_cast<std::int32_t>(at[k] - d * NvS);
+            int before, same, primary;
+            role(of, k, before, same, primary);
+            if (primary == k && same > 1) {
+              out.store_row(d, base[d] + row_in_team[t * V + k], loff, base[R + d] + dup_in_team[t * V + k], same - 1);
+            } else if (primary < k) {
+              out.store_dup(d, base[R + d] + dup_in_team[t * V + primary] + before - 1, loff);
+            }
+          });
+        });
+        const std::int64_t i0 = team.league_rank() * share < items ? team.league_rank() * share : items;
+        const std::int64_t i1 = i0 + share < items ? i0 + share : items;
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, i0, i1), [&](const std::int64_t i) { out.copy_table(i); });
+      });
 }
 
 template <class Exec, class Staging>

@@ -136,8 +136,9 @@ struct CopyTables {
   typename Types<Exec>::ivec cu, zfr, etc, rs, entries;
   typename Types<Exec>::refs chunk, shared_tables;
   LocalRanks<Exec> ranks;
-  std::int64_t G, RB, ow_cu, ow_zfr, ow_rs, sh_etc, width_;
+  std::int64_t G = 0, RB = 0, ow_cu = 0, ow_zfr = 0, ow_rs = 0, sh_etc = 0, width_ = 0;
 
+  CopyTables() = default;
   CopyTables(const ChunkLayout& CL, const LocalRanks<Exec>& lr, const PlanStore<Exec>& out)
       : cu(out.cu_seqlens), zfr(out.zero_fill_ranges), etc(out.experts_to_copy), rs(out.remote_stats),
         entries(out.entries), chunk(lr.chunk), shared_tables(lr.shared_tables), ranks(lr),

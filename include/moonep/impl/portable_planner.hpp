@@ -23,12 +23,16 @@
 //              link) sent into the destination ranks' chunks.
 //   barrier
 //   Phase D    each rank: its outputs (src_info, dup structures, tables).
+//              In the device form's in-process step (ranks in order) C2
+//              writes them itself and Phase D does not run
+//              (phase_c2_outputs.hpp).
 //
 // Every phase runs the process's local ranks together: each kernel's policy
 // spans all of them (moonep/impl/portable_types.hpp, LocalRanks), so a step
 // launches the same kernels whatever the number of local ranks: on an
-// in-process world 8 in the device form (validate 2, A+C1 1, B 2, C2 1,
-// D 2; parallel_for only) and 10 in the host form (validate 2, A 1, C1 1,
+// in-process world 6 in the device form (validate 2, A+C1 1, B 2, C2 1;
+// parallel_for only; D 2 more where C2 fills the receive slots) and 10 in
+// the host form (validate 2, A 1, C1 1,
 // B 4, C2 1, D 1; counted by test_portable_labels' Kokkos Tools callback).
 //
 // Data for another rank is stored in place when that rank is local and the
@@ -48,7 +52,7 @@
 // threw when it was checked before the phases (the first bad local rank's
 // validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
-// eight kernels (portable::StepGraph), Phase B's two on a branch beside
+// six kernels (portable::StepGraph), Phase B's two on a branch beside
 // the validation's second kernel and A+C1's (build_step_graph), built at construction (on a device space on
 // an instance of the planner's own) and submitted on the planner's
 // instance once per step: on Kokkos::Cuda one graph launch, then
@@ -182,6 +186,12 @@ class PortablePlanner {
     lr_.slot_quads = layout_.slot_ints == 4;
     for (const int r : ranks) lr_.slot_quads = lr_.slot_quads && aligned16(world_.local_chunk(r).data() + layout_.slots);
     store_ = portable::PlanStore<ExecutionSpace>(config_, L, host_form);
+    // The device form's in-process step, ranks in order (local index =
+    // world rank): C2 writes the plan's per-slot outputs itself and Phase
+    // D does not run (phase_c2_outputs.hpp).
+    bool ranks_in_order = true;
+    for (int l = 0; l < L; ++l) ranks_in_order = ranks_in_order && ranks[l] == l;
+    outputs_ = portable::C2Outputs<ExecutionSpace>(layout_, lr_, store_, !host_form && in_process_ && ranks_in_order && L > 0);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
     if (!direct[0]) {
@@ -370,7 +380,7 @@ class PortablePlanner {
       portable::clear_slots(exec_, layout_, input_, lr_);
       portable::stable_counting_sort(exec_, input_, lr_);
     } else {
-      portable::clear_and_scatter(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, lr_);
+      portable::clear_and_scatter(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, lr_, outputs_);
     }
     if (counts_runs_.extent(0) > 0) {
       compat::fence(exec_, "moonep::portable::phaseA_before_put");
@@ -397,7 +407,7 @@ class PortablePlanner {
     compat::ProfilingRegion region("moonep::portable::phaseC2");
     if (lr_.count == 0) return;
     portable::destinations_and_dedup(portable::Launcher<ExecutionSpace>(exec_), layout_, input_, publish_, lr_,
-                                     store_.dst, host_form);
+                                     store_.dst, host_form, outputs_);
     if (!needs_puts_) return;
     portable::publication_runs(exec_, layout_, input_, publish_, lr_);
     compat::fence(exec_, "moonep::portable::phaseC2_before_put");
@@ -409,6 +419,7 @@ class PortablePlanner {
   }
 
   void phase_d() {
+    if (outputs_.on) return;  // C2 wrote the outputs
     compat::ProfilingRegion region("moonep::portable::phaseD");
     if (lr_.count == 0) return;
     portable::rank_outputs(portable::Launcher<ExecutionSpace>(exec_), layout_, lr_, store_, host_form);
@@ -475,6 +486,13 @@ class PortablePlanner {
     if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::SharedHostPinnedSpace>::accessible) {
       host_status_ = host_status_view("moonep::portable::host_status", 2);
     }
+    // The graph's last kernel stores the status: C2 when it writes the
+    // outputs (a copy of outputs_ that only the graph's C2 holds).
+    portable::C2Outputs<ExecutionSpace> outputs = outputs_;
+    if (outputs.on && host_status_.extent(0) == 2) {
+      outputs.status = input_.status.data();
+      outputs.host_status = host_status_.data();
+    }
     graph_ = Kokkos::Experimental::create_graph(space, [&](const auto& root) {
       using node_type = typename portable::Launcher<ExecutionSpace>::node_type;
       node_type last = root;
@@ -484,7 +502,7 @@ class PortablePlanner {
       const node_type counted = last;
       portable::validate_block_offsets(launch, input_, lr_, tallies);
       const node_type validated = last;
-      portable::clear_and_scatter(launch, layout_, input_, lr_);
+      portable::clear_and_scatter(launch, layout_, input_, lr_, outputs_);
       if (ranks_in_order) {
         const node_type scattered = last;
         last = counted;
@@ -495,9 +513,11 @@ class PortablePlanner {
       } else {
         portable::plan_root(launch, layout_, root_, chunk0, chunk0 + layout_.tpe_in, false);
       }
-      portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst, false);
-      portable::rank_outputs_device(launch, layout_, lr_, store_, input_.status.data(),
-                                    host_status_.extent(0) == 2 ? host_status_.data() : nullptr);
+      portable::destinations_and_dedup(launch, layout_, input_, publish_, lr_, store_.dst, false, outputs);
+      if (!outputs.on) {
+        portable::rank_outputs_device(launch, layout_, lr_, store_, input_.status.data(),
+                                      host_status_.extent(0) == 2 ? host_status_.data() : nullptr);
+      }
     });
     graph_->instantiate();
   }
@@ -514,7 +534,8 @@ class PortablePlanner {
     const std::size_t ac1 = static_cast<std::size_t>(portable::ac1_scratch_ints(input_.block_len));
     const std::size_t bytes[] = {i32::shmem_size(E + 1),       i32::shmem_size(ac1),
                                  i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
-                                 i32::shmem_size(static_cast<std::size_t>(portable::kC2Scratch)),
+                                 i32::shmem_size(static_cast<std::size_t>(
+                                     outputs_.on ? portable::c2_outputs_scratch_ints(layout_.R) : portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(
                                      portable::BlockOffsetsShape::of(layout_.E, input_.nblocks).items()))};
     for (const std::size_t b : bytes) {
@@ -537,6 +558,7 @@ class PortablePlanner {
   portable::InputScratch<ExecutionSpace> input_;
   portable::PublishScratch<ExecutionSpace> publish_;
   portable::PlanStore<ExecutionSpace> store_;
+  portable::C2Outputs<ExecutionSpace> outputs_;  // on: C2 writes the outputs, no Phase D
   Kokkos::View<PutRun*, memory_space> counts_runs_;
   portable::RootScratch<ExecutionSpace> root_;
   plan_type plan_;
