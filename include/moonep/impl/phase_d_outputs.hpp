@@ -3,7 +3,10 @@
 // once: its outputs from its chunk. src_info is the first value of each
 // slot; the dup structures of step 8 come from the dup links the sources
 // published; the small tables are copied from the per-rank and shared
-// tables.
+// tables. It runs where C2 fills the receive slots: the host form, and the
+// device form unless every rank is in this process, in order (then C2
+// writes these outputs itself, phase_c2_outputs.hpp; CopyTables serves
+// both).
 //
 // How, by form (HostForm or DeviceForm, portable_types.hpp):
 //  * host: one kernel, phaseD_dup_structures, one local rank per work item
