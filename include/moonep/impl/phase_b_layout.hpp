@@ -71,8 +71,11 @@ struct LayoutStep {
     Kokkos::single(Kokkos::PerTeam(team), [&]() { own[ow_rs + 1] = copies(d); });
   }
 
-  // Scratch of layout(): the donor's counts on d, then a picked flag per j.
-  std::int64_t scratch_n() const { return 2 * static_cast<std::int64_t>(epn); }
+  // Scratch of layout(): the donor's counts on d, then a picked flag per j;
+  // with `own_pairs` (the device form) then pair_places()'s two per expert.
+  std::int64_t scratch_n(bool own_pairs = false) const {
+    return 2 * static_cast<std::int64_t>(epn) + (own_pairs ? 2 * static_cast<std::int64_t>(E) : 0);
+  }
 
   // Steps 4 and 5 for destination d, by the whole team. The copy
   // candidates are d's donor's epn experts with a positive count on d
@@ -145,6 +148,63 @@ struct LayoutStep {
         });
   }
 
+  // Device form: where destination d's pairs go, by d's team from alloc
+  // alone (every team the same scan: no team waits for another): a team
+  // scan of each expert's pair count (its destinations with entries) gives
+  // the expert's first pair, its pair with d is that plus its destinations
+  // with entries before d (place(e), -1 for none); acum_before(e) its
+  // entries on those. Team 0 stores expert_ptr and the pair count. Each
+  // thread loads its alloc row kLoadBatch destinations at a time.
+  template <class Member, class Scratch>
+  KOKKOS_INLINE_FUNCTION void pair_places(const Member& team, const int d, const Scratch& place,
+                                          const Scratch& acum_before) const {
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
+      std::int32_t n = 0, before = 0, acum = 0;
+      bool mine = false;
+      for (int d0 = 0; d0 < R; d0 += kLoadBatch) {
+        std::int32_t a[kLoadBatch];
+        for (int k = 0; k < kLoadBatch; ++k) a[k] = d0 + k < R ? alloc(e, d0 + k) : 0;
+        for (int k = 0; k < kLoadBatch; ++k) {
+          if (a[k] <= 0) continue;
+          ++n;
+          if (d0 + k < d) {
+            ++before;
+            acum += a[k];
+          }
+          mine = mine || d0 + k == d;
+        }
+      }
+      if (final) {
+        place(e) = mine ? run + before : -1;
+        acum_before(e) = acum;
+        if (d == 0) {
+          chunk0[sh_ptr + e] = run;
+          if (e == E - 1) {
+            chunk0[sh_ptr + E] = run + n;
+            npairs() = run + n;
+          }
+        }
+      }
+      run += n;
+    });
+  }
+
+  // Device form: destination d's pairs at their places, by d's team after
+  // its layout (which stored expert_offset(d, .), read here by other
+  // threads: a team barrier first).
+  template <class Member, class Scratch>
+  KOKKOS_INLINE_FUNCTION void own_pairs(const Member& team, const int d, const Scratch& place,
+                                        const Scratch& acum_before) const {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, E), [&](const int e) {
+      const std::int64_t p = place(e);
+      if (p < 0 || p >= cap) return;
+      const std::int64_t before = acum_before(e), a = alloc(e, d), off = expert_offset(d, e);
+      chunk0[sh_pairs + 3 * p] = d;
+      chunk0[sh_pairs + 3 * p + 1] = static_cast<std::int32_t>(before + a);
+      chunk0[sh_pairs + 3 * p + 2] = static_cast<std::int32_t>(d * NvS + off - before);
+    });
+  }
+
   // The (expert, destination) pairs, by the whole team: a team scan of
   // each expert's pair count into expert_ptr; in the scan's final pass
   // each thread also writes its expert's pairs, in destination order, with
@@ -193,15 +253,11 @@ struct LayoutStep {
 
 // Steps 4 and 5, one team per destination d; with `pairs_by_last_team`
 // (the device form) first d's results of phaseB_moves_and_split into its
-// tables (publish_moves), and the pairs too, by whichever team finishes
-// last (last_team_to_arrive on rs.done, portable_types.hpp, as
-// validate_block_offsets' last team per rank), from every team's
-// expert_offset. No team waits for another. `tallies` (an in-process
+// tables (publish_moves), and the pairs too, each team d those with d
+// (pair_places, own_pairs). No team waits for another. `tallies` (an in-process
 // step graph's, validate_histogram, read by phaseB_moves_and_split; else
 // null): team d zeroes row d for the next step, bad input or not.
-// What must stay true: rs.done is back at 0 after every step (bad input
-// returns before any team counts, in every team alike); so are the
-// tallies.
+// What must stay true: the tallies are back at 0 after every step.
 template <class Exec>
 void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const RootScratch<Exec>& rs,
                     std::int32_t* chunk0, bool pairs_by_last_team, std::int32_t* tallies = nullptr) {
@@ -210,9 +266,9 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
   using scratch = typename T::scratch_i32;
   const LayoutStep<Exec> step(L, rs, chunk0);
   const std::int64_t* const stop = rs.stop;
-  const auto done = rs.done;
   const int R = L.R;
-  const std::int64_t scratch_n = step.scratch_n();
+  const std::int64_t scratch_n = step.scratch_n(pairs_by_last_team);
+  const int epn = L.epn;
   int level = compat::scratch_level_for(scratch::shmem_size(static_cast<std::size_t>(scratch_n)));
   const int E = L.E;
   const auto body = KOKKOS_LAMBDA(const member& team) {
@@ -222,11 +278,18 @@ void phase_b_layout(const Launcher<Exec>& launch, const ChunkLayout& L, const Ro
                            [&](const int e) { tallies[static_cast<std::int64_t>(d) * E + e] = 0; });
     }
     if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-    if (pairs_by_last_team) step.publish_moves(team, d);
-    step.layout(team, d, scratch(team.team_scratch(level), scratch_n));
-    if (!pairs_by_last_team) return;
-    if (!last_team_to_arrive(team, &done(0), R)) return;  // the pairs need every team's expert_offset
-    step.template pairs<true>(team);
+    const scratch all(team.team_scratch(level), scratch_n);
+    if (!pairs_by_last_team) {
+      step.layout(team, d, all);
+      return;
+    }
+    step.publish_moves(team, d);
+    const auto place = Kokkos::subview(all, Kokkos::make_pair(2 * epn, 2 * epn + E));
+    const auto acum_before = Kokkos::subview(all, Kokkos::make_pair(2 * epn + E, 2 * epn + 2 * E));
+    step.pair_places(team, d, place, acum_before);
+    step.layout(team, d, all);
+    team.team_barrier();
+    step.own_pairs(team, d, place, acum_before);
   };
   launch.parallel_for(pairs_by_last_team ? "moonep::portable::phaseB_layout_and_pairs" : "moonep::portable::phaseB_layout",
                       one_round_team_policy<scratch>(launch.exec(), R, L.E + L.B, scratch_n, &level, body), body);

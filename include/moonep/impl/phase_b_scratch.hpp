@@ -25,7 +25,6 @@ struct RootScratch {
   // rows are one contiguous block, written whole by its split's team)
   typename T::imat alloc;
   typename T::imat expert_offset;  // [R][E] step 5
-  typename T::ivec done;           // [1] device form: teams of phaseB_layout_and_pairs done this step (0 between steps)
   typename T::imat own_stage;      // [R][own_len] per-rank tables of ranks not stored into in place
   // Device form: what phaseB_moves_and_split computes for rank d's own
   // tables, kept here until phaseB_layout_and_pairs (which runs after
@@ -55,7 +54,6 @@ struct RootScratch {
     inflow = typename T::ivec(p + "inflow", L.R);
     alloc = typename T::imat(p + "alloc", L.E, L.R);
     expert_offset = typename T::imat(p + "expert_offset", L.R, L.E);
-    done = typename T::ivec(p + "done", 1);  // zeroed once, reset by the kernel
     own_stage = typename T::imat(p + "own_stage", L.R, L.own_len);
     cum = typename T::imat(p + "cum", L.R, L.E);
     copies = typename T::ivec(p + "copies", L.R);

@@ -533,7 +533,7 @@ class PortablePlanner {
                       epn = static_cast<std::size_t>(layout_.epn);
     const std::size_t ac1 = static_cast<std::size_t>(portable::ac1_scratch_ints(input_.block_len));
     const std::size_t bytes[] = {i32::shmem_size(E + 1),       i32::shmem_size(ac1),
-                                 i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
+                                 i64::shmem_size(5 * R + epn), i32::shmem_size(2 * epn + 2 * E), i64::shmem_size(static_cast<std::size_t>(store_.tiles) + 1),
                                  i32::shmem_size(static_cast<std::size_t>(
                                      outputs_.on ? portable::c2_outputs_scratch_ints(layout_.R) : portable::kC2Scratch)),
                                  i32::shmem_size(static_cast<std::size_t>(
