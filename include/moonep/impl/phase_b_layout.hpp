@@ -8,9 +8,12 @@
 //   phaseB_pairs   one team: expert_ptr and the pairs table, a thread per
 //                  expert.
 //
-// Device form: phaseB_layout_and_pairs, the first's teams, the team that
-// ends last then doing the second's work (LayoutStep holds both bodies;
-// phase_b_layout launches either).
+// Device form: phaseB_layout_and_pairs, the first's teams, each then
+// writing the pairs with its destination (every team scans the experts'
+// pair counts from alloc itself: no team waits for another, where a last
+// team writing them all put an arrival, a fence and a serial scan on the
+// step's longest path). LayoutStep holds the bodies; phase_b_layout
+// launches either form.
 //
 // Neither has a sequence: step 4's B picks of the largest remaining count,
 // ties to the largest expert id, take the candidates in the order (count
@@ -209,10 +212,9 @@ struct LayoutStep {
   // each expert's pair count into expert_ptr; in the scan's final pass
   // each thread also writes its expert's pairs, in destination order, with
   // its acum and dst base (its alloc row and expert_offset column loaded
-  // kLoadBatch destinations at a time before the stores). kOtherTeams:
-  // expert_offset was stored by other teams of this kernel (volatile
-  // loads: not from a stale cache line).
-  template <bool kOtherTeams, class Member>
+  // kLoadBatch destinations at a time before the stores). The host form's,
+  // a kernel after phaseB_layout's.
+  template <class Member>
   KOKKOS_INLINE_FUNCTION void pairs(const Member& team) const {
     Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, E), [&](const int e, std::int32_t& run, const bool final) {
       std::int64_t p = run, acum = 0;
@@ -223,7 +225,7 @@ struct LayoutStep {
           const bool in = d0 + k < R;
           a[k] = in ? alloc(e, d0 + k) : 0;
           const std::int32_t* at = in && final ? &expert_offset(d0 + k, e) : nullptr;
-          off[k] = !at ? 0 : kOtherTeams ? *static_cast<const volatile std::int32_t*>(at) : *at;
+          off[k] = at ? *at : 0;
         }
         for (int k = 0; k < kLoadBatch; ++k) {
           if (a[k] <= 0) continue;
@@ -305,7 +307,7 @@ void phase_b_pairs(const Launcher<Exec>& launch, const ChunkLayout& L, const Roo
   const std::int64_t* const stop = rs.stop;
   const auto body = KOKKOS_LAMBDA(const member& team) {
     if (stop && *stop > 0) return;  // bad input: nothing is touched (whole team, before any barrier)
-    step.template pairs<false>(team);
+    step.pairs(team);
   };
   int level = 0;  // (no scratch)
   launch.parallel_for("moonep::portable::phaseB_pairs",
