@@ -29,7 +29,7 @@
 //                            runs it beside validate_block_offsets);
 //   phaseB_layout_and_pairs  one team per destination d: d's results of
 //                            the first kernel into its tables, steps 4 and
-//                            5, then the pairs by the team that ends last.
+//                            5, then the pairs with d (each team its own).
 // Steps 2 and 3 are sequences of arg-max/arg-min picks with the spec's
 // tie-breaks (reducers.hpp); each runs on one vector of its team (a warp
 // on a GPU), as the files say why. What each kernel must keep true is
