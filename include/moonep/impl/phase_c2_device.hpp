@@ -112,7 +112,7 @@ inline std::int64_t c2_outputs_scratch_ints(int R) { return 4 * std::int64_t(kC2
 // the same lane in each), storing dst and src_info, and each primary
 // taking its row and duplicate range in the team's scratch counters of
 // its destination; then one reservation per destination for the team
-// (team thread d), and a third vector loop that stores each primary's row
+// (a thread each), and a third vector loop that stores each primary's row
 // and each duplicate's loff at its place in the reserved ranges, read from
 // scratch after the barriers. Then the team's share of the small tables.
 template <class Exec>
@@ -145,10 +145,10 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
         if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team, before any barrier)
         std::int32_t* const rank_of = typename T::scratch_i32(team.team_scratch(level), scratch_n).data();
         std::int32_t* const raw = rank_of + kC2Threads;
-        std::int32_t* const row_in_team = raw + kC2Threads;    // a primary's
-        std::int32_t* const dup_in_team = row_in_team + kC2Threads;  // a primary's first duplicate
-        std::int32_t* const count = dup_in_team + kC2Threads;  // [R] rows, then [R] duplicates
-        std::int32_t* const base = count + 2 * R;               // [R] first row, then [R] first duplicate
+        std::int32_t* const row_in_team = raw + kC2Threads;          // a primary's row in the team
+        std::int32_t* const dup_in_team = row_in_team + kC2Threads;  // a primary's first duplicate in it
+        std::int32_t* const count = dup_in_team + kC2Threads;        // [R] rows, then [R] duplicates
+        std::int32_t* const base = count + 2 * R;                    // [R] first row, then [R] first duplicate
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, 2 * R), [&](const int i) { count[i] = 0; });
         team.team_barrier();
         // Token t of the team: its rank and index, or -1 (none this step).

@@ -32,8 +32,8 @@
 // launches the same kernels whatever the number of local ranks: on an
 // in-process world 6 in the device form (validate 2, A+C1 1, B 2, C2 1;
 // parallel_for only; D 2 more where C2 fills the receive slots) and 10 in
-// the host form (validate 2, A 1, C1 1,
-// B 4, C2 1, D 1; counted by test_portable_labels' Kokkos Tools callback).
+// the host form (validate 2, A 1, C1 1, B 4, C2 1, D 1; counted by
+// test_portable_labels' Kokkos Tools callback).
 //
 // Data for another rank is stored in place when that rank is local and the
 // world is directly addressable (one process: nothing is put at all), and
@@ -53,8 +53,8 @@
 // validate_rank_input words).
 // In the device form such a step is one Kokkos::Experimental::Graph of its
 // six kernels (portable::StepGraph), Phase B's two on a branch beside
-// the validation's second kernel and A+C1's (build_step_graph), built at construction (on a device space on
-// an instance of the planner's own) and submitted on the planner's
+// the validation's second kernel and A+C1's (build_step_graph), built at
+// construction (on a device space on an instance of the planner's own) and submitted on the planner's
 // instance once per step: on Kokkos::Cuda one graph launch, then
 // the fence. Where Kokkos has no usable graph (before 4.5:
 // MOONEP_KOKKOS_HAS_GRAPH), or a kernel's team scratch would not fit level
@@ -191,7 +191,8 @@ class PortablePlanner {
     // D does not run (phase_c2_outputs.hpp).
     bool ranks_in_order = true;
     for (int l = 0; l < L; ++l) ranks_in_order = ranks_in_order && ranks[l] == l;
-    outputs_ = portable::C2Outputs<ExecutionSpace>(layout_, lr_, store_, !host_form && in_process_ && ranks_in_order && L > 0);
+    outputs_ = portable::C2Outputs<ExecutionSpace>(layout_, lr_, store_,
+                                                   !host_form && in_process_ && ranks_in_order && L > 0);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
     if (!direct[0]) {
