@@ -73,7 +73,14 @@ struct PublishScratch {
 // With `outputs.on` (phase_c2_outputs.hpp) either kernel writes the plan's
 // per-slot outputs and small tables instead of the slots; the host kernel
 // then reserves each primary's row and range with its own atomics, and
-// its first thread stores the status for the host.
+// its first thread stores the status for the host. (The host kernel is a
+// template on it, a constant the compiler folds: the host form's kernel
+// carries none of that.)
+template <bool kOutputs, class Exec>
+void host_destinations(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
+                       const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
+                       typename Types<Exec>::ivec dst_all, const C2Outputs<Exec>& outputs);
+
 template <class Exec>
 void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
                             const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
@@ -88,6 +95,17 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
       return;
     }
   }
+  if (outputs.on) {
+    host_destinations<true>(launch, CL, in, ps, lr, dst_all, outputs);
+  } else {
+    host_destinations<false>(launch, CL, in, ps, lr, dst_all, outputs);
+  }
+}
+
+template <bool kOutputs, class Exec>
+void host_destinations(const Launcher<Exec>& launch, const ChunkLayout& CL, const InputScratch<Exec>& in,
+                       const PublishScratch<Exec>& ps, const LocalRanks<Exec>& lr,
+                       typename Types<Exec>::ivec dst_all, const C2Outputs<Exec>& outputs) {
   using T = Types<Exec>;
   const int K = CL.K, S = CL.S;
   const std::int64_t N = CL.N, NvS = CL.NvS, slots_at = CL.slots, w = CL.slot_ints;
@@ -99,14 +117,18 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
   const LocalRanks<Exec> ranks = lr;
   const IndexSplit split(S);
   const C2Outputs<Exec> out = outputs;
-  const bool outs = outputs.on;
-  const std::int64_t all = static_cast<std::int64_t>(lr.count) * S, items = outs ? outputs.table_items(lr.count) : 0;
+  const std::int64_t items = outputs.table_items(lr.count);
+  const std::int64_t all = static_cast<std::int64_t>(lr.count) * S;
   launch.parallel_for(
       "moonep::portable::phaseC2_destinations_dedup", typename T::range(launch.exec(), 0, all),
       KOKKOS_LAMBDA(const std::int64_t ls) {
-        if (ls == 0) out.store_status();  // (bad input or not)
+        if (kOutputs) {
+          if (ls == 0) out.store_status();  // (bad input or not)
+        }
         if (ranks.stopped()) return;  // bad input: nothing is touched
-        for (std::int64_t i = ls; i < items; i += all) out.copy_table(i);
+        if (kOutputs) {
+          for (std::int64_t i = ls; i < items; i += all) out.copy_table(i);
+        }
         const std::int64_t l = split.quotient(ls), s = ls - l * S;
         if (s >= ranks.tokens(l)) return;  // a ragged rank's absent token
         const std::int64_t src_base = static_cast<std::int64_t>(rank(l)) * NvS;
@@ -131,7 +153,7 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
           later[d] = seen;
           first_k[d] = fresh ? static_cast<std::int8_t>(k) : f;
         }
-        std::int32_t dup_start[kMaxRanks];  // outputs: a primary's reserved range, by destination
+        std::int32_t dup_start[kOutputs ? kMaxRanks : 1];  // outputs: a primary's reserved range, by destination
         for (int k = 0; k < K; ++k) {
           const std::int64_t i = first + k;
           const std::int32_t d = rank_of[k];
@@ -145,7 +167,7 @@ void destinations_and_dedup(const Launcher<Exec>& launch, const ChunkLayout& CL,
             dst_all(l * N + i) = raw[k];
             if (later[d] > 0) link = -2 - later[d];
           }
-          if (outs) {  // (k in order: a primary reserves before its duplicates read)
+          if (kOutputs) {  // (k in order: a primary reserves before its duplicates read)
             const std::int32_t loff = static_cast<std::int32_t>(raw[k] - d * NvS);
             out.store_src(d, loff, static_cast<std::int32_t>(src_base + i));
             if (primary < k) {
