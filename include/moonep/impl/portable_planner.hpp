@@ -189,10 +189,9 @@ class PortablePlanner {
     // The device form's in-process step, ranks in order (local index =
     // world rank): C2 writes the plan's per-slot outputs itself and Phase
     // D does not run (phase_c2_outputs.hpp).
-    bool ranks_in_order = true;
-    for (int l = 0; l < L; ++l) ranks_in_order = ranks_in_order && ranks[l] == l;
+    for (int l = 0; l < L; ++l) ranks_in_order_ = ranks_in_order_ && ranks[l] == l;
     outputs_ = portable::C2Outputs<ExecutionSpace>(layout_, lr_, store_,
-                                                   !host_form && in_process_ && ranks_in_order && L > 0);
+                                                   !host_form && in_process_ && ranks_in_order_ && L > 0);
     plan_.config = config_;
     for (int l = 0; l < L; ++l) plan_.ranks[l] = store_.view(l, ranks[l]);
     if (!direct[0]) {
@@ -482,8 +481,6 @@ class PortablePlanner {
     // and for Phase A + C1. Phase B's kernels are small teams, a latency
     // each, which the other branch's kernels over every entry hide.
     std::int32_t* chunk0 = world_.local_chunk(0).data();
-    bool ranks_in_order = true;
-    for (int l = 0; l < lr_.count; ++l) ranks_in_order = ranks_in_order && world_.local_ranks()[l] == l;
     if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::SharedHostPinnedSpace>::accessible) {
       host_status_ = host_status_view("moonep::portable::host_status", 2);
     }
@@ -498,13 +495,13 @@ class PortablePlanner {
       using node_type = typename portable::Launcher<ExecutionSpace>::node_type;
       node_type last = root;
       const portable::Launcher<ExecutionSpace> launch(space, last, graph_kernels_);
-      std::int32_t* tallies = ranks_in_order ? input_.tallies.data() : nullptr;
+      std::int32_t* tallies = ranks_in_order_ ? input_.tallies.data() : nullptr;
       portable::validate_histogram(launch, input_, lr_, tallies);
       const node_type counted = last;
       portable::validate_block_offsets(launch, input_, lr_, tallies);
       const node_type validated = last;
       portable::clear_and_scatter(launch, layout_, input_, lr_, outputs_);
-      if (ranks_in_order) {
+      if (ranks_in_order_) {
         const node_type scattered = last;
         last = counted;
         portable::phase_b_moves_and_split(launch, layout_, root_, tallies, nullptr);
@@ -552,6 +549,7 @@ class PortablePlanner {
   ExecutionSpace exec_;
   bool needs_puts_ = true;
   bool in_process_ = false;  // every rank in this process, nothing put (see "In-process steps")
+  bool ranks_in_order_ = true;  // local index l is world rank l
   portable::LocalRanks<ExecutionSpace> lr_;
   typename T::crefs::HostMirror h_routing_, h_tpe_;
   typename T::lvec::HostMirror h_routing_len_;
