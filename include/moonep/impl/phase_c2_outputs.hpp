@@ -86,7 +86,10 @@ struct C2Outputs {
     src_info(d * NvS + loff) = src;
   }
   // Reserves `rows` dup_groups rows and `dups` duplicates on destination
-  // d: their first row and first duplicate index.
+  // d: their first row and first duplicate index. Two 32-bit atomics, not
+  // one 64-bit add of both words: Kokkos 4.6 compiles the latter (an
+  // unsigned long long) for Cuda to a compare-and-swap loop, which every
+  // team reserving on d then retries against the others.
   KOKKOS_INLINE_FUNCTION void reserve(std::int64_t d, std::int32_t rows, std::int32_t dups, std::int32_t& row0,
                                       std::int32_t& dup0) const {
     row0 = Kokkos::atomic_fetch_add(&dup_counts(2 * d), rows);
