@@ -101,20 +101,43 @@ inline int c2_vector_width(int K) {
   return v;
 }
 
+// Entry k's dedup role among its token's K entries, from their
+// destination ranks `of` (steps 7/8): the entries of the token with its
+// rank before k and in all, and the first of them (the primary of that
+// rank; k itself when it is).
+struct TokenRole {
+  int before = 0, same = 0, primary = 0;
+};
+KOKKOS_INLINE_FUNCTION TokenRole token_role(const std::int32_t* of, const int K, const int k) {
+  const std::int32_t d = of[k];
+  TokenRole r;
+  r.primary = k;
+  for (int q = 0; q < K; ++q) {
+    const bool match = of[q] == d;
+    r.before += match && q < k;
+    r.same += match;
+    r.primary = match && q < r.primary ? q : r.primary;
+  }
+  return r;
+}
+
 // The int32 team scratch of the kernel that writes the outputs
-// (destinations_and_outputs_device): each lane's rank and raw slot, a
-// primary's row and duplicate start within the team, then per destination
-// the team's two counts and the two bases it reserved.
-inline std::int64_t c2_outputs_scratch_ints(int R) { return 4 * std::int64_t(kC2Threads) + 4 * std::int64_t(R); }
+// (destinations_and_outputs_device): each lane's rank, raw slot and role
+// (token_role packed), a primary's row and duplicate start within the
+// team, then per destination the team's two counts and the two bases it
+// reserved.
+inline std::int64_t c2_outputs_scratch_ints(int R) { return 5 * std::int64_t(kC2Threads) + 4 * std::int64_t(R); }
 
 // The device form's C2 when it writes the outputs itself
-// (phase_c2_outputs.hpp): the same two vector loops per token (entry k on
-// the same lane in each), storing dst and src_info, and each primary
-// taking its row and duplicate range in the team's scratch counters of
-// its destination; then one reservation per destination for the team
-// (a thread each), and a third vector loop that stores each primary's row
-// and each duplicate's loff at its place in the reserved ranges, read from
-// scratch after the barriers. Then the team's share of the small tables.
+// (phase_c2_outputs.hpp). First the team's share of the small tables
+// (loads and stores nothing later waits on, in flight under the searches).
+// Then the same two vector loops per token (entry k on the same lane in
+// each), storing dst and src_info, each lane keeping its role in scratch,
+// and each primary taking its row and duplicate range in the team's
+// scratch counters of its destination; then one reservation per
+// destination for the team (a thread each), and a third vector loop that
+// stores each primary's row and each duplicate's loff at its place in the
+// reserved ranges, read from scratch after the barriers.
 template <class Exec>
 void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLayout& CL,
                                      const InputScratch<Exec>& in, const LocalRanks<Exec>& lr,
@@ -143,9 +166,13 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
         // is a dependency of this one, the step graph's last).
         if (team.league_rank() == 0) Kokkos::single(Kokkos::PerTeam(team), [&]() { out.store_status(); });
         if (ranks.stopped()) return;  // bad input: nothing is touched (the whole team, before any barrier)
+        const std::int64_t i0 = team.league_rank() * share < items ? team.league_rank() * share : items;
+        const std::int64_t i1 = i0 + share < items ? i0 + share : items;
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, i0, i1), [&](const std::int64_t i) { out.copy_table(i); });
         std::int32_t* const rank_of = typename T::scratch_i32(team.team_scratch(level), scratch_n).data();
         std::int32_t* const raw = rank_of + kC2Threads;
-        std::int32_t* const row_in_team = raw + kC2Threads;          // a primary's row in the team
+        std::int32_t* const role_of = raw + kC2Threads;              // token_role: primary | before << 8 | same << 16
+        std::int32_t* const row_in_team = role_of + kC2Threads;      // a primary's row in the team
         std::int32_t* const dup_in_team = row_in_team + kC2Threads;  // a primary's first duplicate in it
         std::int32_t* const count = dup_in_team + kC2Threads;        // [R] rows, then [R] duplicates
         std::int32_t* const base = count + 2 * R;                    // [R] first row, then [R] first duplicate
@@ -159,20 +186,6 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
           const std::int64_t s = ls - l * S;
           return s < ranks.tokens(l) ? s : -1;  // (a ragged rank's absent token)
         };
-        // Entry k's destination, the entries of the token with that
-        // destination before k and in all, and the first of them.
-        const auto role = [&](const std::int32_t* of, const int k, int& before, int& same, int& primary) {
-          const std::int32_t d = of[k];
-          before = 0;
-          same = 0;
-          primary = k;
-          for (int q = 0; q < K; ++q) {
-            const bool match = of[q] == d;
-            before += match && q < k;
-            same += match;
-            primary = match && q < primary ? q : primary;
-          }
-        };
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
           std::int64_t l = 0;
           const std::int64_t s = token(t, l);
@@ -185,13 +198,13 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
             const std::int64_t i = first + k;
             const std::int32_t d = of[k], mine = at[k];
-            int before, same, primary;
-            role(of, k, before, same, primary);
-            dst_all(l * N + i) = primary < k ? -mine - 1 : mine;
+            const TokenRole role = token_role(of, K, k);
+            role_of[t * V + k] = role.primary | role.before << 8 | role.same << 16;
+            dst_all(l * N + i) = role.primary < k ? -mine - 1 : mine;
             out.store_src(d, mine - d * NvS, static_cast<std::int32_t>(static_cast<std::int64_t>(rank(l)) * NvS + i));
-            if (primary == k && same > 1) {
+            if (role.primary == k && role.same > 1) {
               row_in_team[t * V + k] = Kokkos::atomic_fetch_add(&count[d], 1);
-              dup_in_team[t * V + k] = Kokkos::atomic_fetch_add(&count[R + d], same - 1);
+              dup_in_team[t * V + k] = Kokkos::atomic_fetch_add(&count[R + d], role.same - 1);
             }
           });
         });
@@ -203,22 +216,18 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_team), [&](const std::int64_t t) {
           std::int64_t l = 0;
           if (token(t, l) < 0) return;
-          const std::int32_t* of = rank_of + t * V;
-          const std::int32_t* at = raw + t * V;
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
-            const std::int32_t d = of[k], loff = static_cast<std::int32_t>(at[k] - d * NvS);
-            int before, same, primary;
-            role(of, k, before, same, primary);
-            if (primary == k && same > 1) {
+            const std::int32_t packed = role_of[t * V + k];
+            const int primary = packed & 0xff, before = packed >> 8 & 0xff, same = packed >> 16;
+            if (primary == k && same == 1) return;  // its rank's only entry: no row
+            const std::int32_t d = rank_of[t * V + k], loff = static_cast<std::int32_t>(raw[t * V + k] - d * NvS);
+            if (primary == k) {
               out.store_row(d, base[d] + row_in_team[t * V + k], loff, base[R + d] + dup_in_team[t * V + k], same - 1);
-            } else if (primary < k) {
+            } else {
               out.store_dup(d, base[R + d] + dup_in_team[t * V + primary] + before - 1, loff);
             }
           });
         });
-        const std::int64_t i0 = team.league_rank() * share < items ? team.league_rank() * share : items;
-        const std::int64_t i1 = i0 + share < items ? i0 + share : items;
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, i0, i1), [&](const std::int64_t i) { out.copy_table(i); });
       });
 }
 
@@ -262,14 +271,8 @@ void destinations_and_dedup_device(const Launcher<Exec>& launch, const ChunkLayo
           Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, K), [&](const int k) {
             const std::int64_t i = first + k;
             const std::int32_t d = rank_of[k];
-            // Entries of this token with rank d: before k, and in all; the first.
-            int before = 0, same = 0, primary = k;
-            for (int q = 0; q < K; ++q) {
-              const bool match = rank_of[q] == d;
-              before += match && q < k;
-              same += match;
-              primary = match && q < primary ? q : primary;
-            }
+            const TokenRole role = token_role(rank_of, K, k);
+            const int before = role.before, same = role.same, primary = role.primary;
             // Loads first: a store through an int32 pointer would order them after it.
             const std::int32_t mine = raw[k], primary_raw = raw[primary];
             const std::int32_t src = static_cast<std::int32_t>(static_cast<std::int64_t>(rank(l)) * NvS + i);

@@ -86,14 +86,26 @@ struct C2Outputs {
     src_info(d * NvS + loff) = src;
   }
   // Reserves `rows` dup_groups rows and `dups` duplicates on destination
-  // d: their first row and first duplicate index. Two 32-bit atomics, not
-  // one 64-bit add of both words: Kokkos 4.6 compiles the latter (an
-  // unsigned long long) for Cuda to a compare-and-swap loop, which every
-  // team reserving on d then retries against the others.
+  // d: their first row and first duplicate index. Both words in one native
+  // 64-bit add where the words are little-endian (rows the low word; it
+  // never carries: rows stay below NvS), half the atomics on d's two
+  // words that every team reserving on d queues on. A signed std::int64_t:
+  // Kokkos 4.6 compiles a fetch-add of an unsigned long long for Cuda to
+  // a compare-and-swap loop, which every team on d then retries against
+  // the others. Else two 32-bit atomics.
   KOKKOS_INLINE_FUNCTION void reserve(std::int64_t d, std::int32_t rows, std::int32_t dups, std::int32_t& row0,
                                       std::int32_t& dup0) const {
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    // (dup_counts is its own allocation: word 2d is 8-byte aligned)
+    std::int64_t* const both = reinterpret_cast<std::int64_t*>(dup_counts.data() + 2 * d);
+    const std::int64_t old =
+        Kokkos::atomic_fetch_add(both, static_cast<std::int64_t>(dups) * (std::int64_t(1) << 32) + rows);
+    row0 = static_cast<std::int32_t>(old & 0xffffffff);
+    dup0 = static_cast<std::int32_t>(old >> 32);
+#else
     row0 = Kokkos::atomic_fetch_add(&dup_counts(2 * d), rows);
     dup0 = Kokkos::atomic_fetch_add(&dup_counts(2 * d + 1), dups);
+#endif
   }
   // A primary's row: its slot, its duplicates' start and count.
   KOKKOS_INLINE_FUNCTION void store_row(std::int64_t d, std::int32_t row, std::int32_t loff, std::int32_t start,
