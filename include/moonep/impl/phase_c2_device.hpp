@@ -171,7 +171,8 @@ void destinations_and_outputs_device(const Launcher<Exec>& launch, const ChunkLa
         Kokkos::parallel_for(Kokkos::TeamVectorRange(team, i0, i1), [&](const std::int64_t i) { out.copy_table(i); });
         std::int32_t* const rank_of = typename T::scratch_i32(team.team_scratch(level), scratch_n).data();
         std::int32_t* const raw = rank_of + kC2Threads;
-        std::int32_t* const role_of = raw + kC2Threads;              // token_role: primary | before << 8 | same << 16
+        // token_role packed as primary | before << 8 | same << 16 (each at most kMaxTopk = 32: one byte)
+        std::int32_t* const role_of = raw + kC2Threads;
         std::int32_t* const row_in_team = role_of + kC2Threads;      // a primary's row in the team
         std::int32_t* const dup_in_team = row_in_team + kC2Threads;  // a primary's first duplicate in it
         std::int32_t* const count = dup_in_team + kC2Threads;        // [R] rows, then [R] duplicates
